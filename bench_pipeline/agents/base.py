@@ -1,0 +1,122 @@
+"""The agent interface: one small class per kind, registered by name (Inspect AI's 'solver').
+
+An agent gets an `AgentRequest` for one attempt of one trial and returns an `AgentResult`.
+It never grades itself: after each attempt the trial runner runs the deterministic checks and,
+if attempts remain, calls the agent again with the failing findings in `request.prompt`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bench_pipeline.formats.model import AgentSpec, Prices, Task
+from bench_pipeline.trials.transcript import Transcript
+
+# Attempt statuses. `completed` means the agent finished on its own; the checks decide quality.
+COMPLETED = "completed"
+ERROR = "error"
+BUDGET = "budget"  # known spend above budget_usd
+TIMEOUT = "timeout"
+MAX_TURNS = "max_turns"
+
+
+@dataclass
+class Usage:
+    """Tokens and cost. `None` means unknown, never zero."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_unknown_reason: str | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        def plus(a: Any, b: Any) -> Any:
+            if a is None and b is None:
+                return None
+            return (a or 0) + (b or 0)
+
+        unknown = self.cost_unknown_reason or other.cost_unknown_reason
+        cost = None if unknown else plus(self.cost_usd, other.cost_usd)
+        return Usage(
+            plus(self.input_tokens, other.input_tokens),
+            plus(self.output_tokens, other.output_tokens),
+            plus(self.cache_read_tokens, other.cache_read_tokens),
+            plus(self.cache_write_tokens, other.cache_write_tokens),
+            cost,
+            unknown,
+        )
+
+    @classmethod
+    def unknown(cls, reason: str) -> Usage:
+        return cls(cost_unknown_reason=reason)
+
+    @classmethod
+    def free(cls) -> Usage:
+        """A stand-in agent that calls no model: its cost is known to be zero."""
+        return cls(0, 0, 0, 0, 0.0, None)
+
+
+@dataclass
+class AgentRequest:
+    task: Task
+    agent: AgentSpec  # fully resolved: config overrides and suite defaults applied
+    workspace: Path | None  # None for text tasks
+    prompt: str  # the task prompt; on later attempts followed by the failing-check findings
+    attempt: int  # 1-based
+    deadline: float  # time.monotonic() by which the whole trial must end
+    spent_usd: float | None  # known spend of earlier attempts (None = unknown)
+    inputs_dir: Path  # snapshot of the suite's grader files and references (read-only for agents)
+    evidence_dir: Path  # this trial's evidence folder (agents may write files here)
+    transcript: Transcript
+    prices: Prices
+    env: dict[str, str]  # scrubbed environment plus the agent's allow-listed variables
+    state: dict[str, Any] = field(default_factory=dict)  # carried across attempts of one trial
+    cancelled: Callable[[], bool] = lambda: False
+
+    def seconds_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass
+class AgentResult:
+    status: str  # COMPLETED | ERROR | BUDGET | TIMEOUT | MAX_TURNS
+    usage: Usage
+    error: str | None = None
+    answer: str | None = None  # text answer (text and scenario tasks)
+    turns: list[dict[str, Any]] = field(default_factory=list)  # per-turn records (scenarios)
+    retries: int = 0  # transient API errors retried
+
+
+class Agent(ABC):
+    kind: ClassVar[str]
+    # False for agents whose answer cannot change with feedback (the offline stand-ins): the
+    # trial then ends after one attempt whatever max_iterations says.
+    takes_feedback: ClassVar[bool] = True
+
+    def __init__(self, spec: AgentSpec):
+        self.spec = spec
+
+    def preflight(self, environ: dict[str, str]) -> None:  # noqa: B027 - optional hook
+        """Refuse early (raise BenchInputError) what would fail mid-run, e.g. a missing API key."""
+
+    @abstractmethod
+    def run(self, request: AgentRequest) -> AgentResult: ...
+
+
+AGENT_KINDS: dict[str, type[Agent]] = {}
+
+
+def register_agent(cls: type[Agent]) -> type[Agent]:
+    AGENT_KINDS[cls.kind] = cls
+    return cls
+
+
+def make_agent(spec: AgentSpec) -> Agent:
+    return AGENT_KINDS[spec.kind](spec)

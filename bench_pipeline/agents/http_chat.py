@@ -1,0 +1,276 @@
+"""`kind: http-chat` — an OpenAI-compatible chat-completions endpoint for text and scenario tasks.
+
+`POST {url}/chat/completions` with `{"model", "messages"}` through httpx; a bearer key from the
+variable named by `api_key_env` when set. The system prompt and skills (if any) go first as one
+`system` message. A scenario task (`turns`) sends each turn's user message with the whole
+conversation so far; a single-prompt text task is one turn. Every turn is recorded in
+`AgentResult.turns`: user, response, latency_ms (of the request that succeeded), prompt and
+completion tokens, cost (unknown when the model has no price), retries.
+
+Attempts: a scenario is replayed from its first turn on every attempt (its turns are the test);
+a single-prompt task continues its conversation (kept in `request.state`) with `request.prompt`
+(the failing-check findings) as the next user message.
+
+Token convention: OpenAI's `prompt_tokens` include cached tokens; we record
+`input_tokens = prompt_tokens - cached_tokens` and `cache_read_tokens = cached_tokens`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import httpx
+
+from bench_pipeline.agents.base import (
+    BUDGET,
+    COMPLETED,
+    ERROR,
+    TIMEOUT,
+    Agent,
+    AgentRequest,
+    AgentResult,
+    Usage,
+    register_agent,
+)
+from bench_pipeline.agents.pricing import add_spend, as_int, over_budget, priced_usage
+from bench_pipeline.formats.errors import BenchInputError
+
+STATE_KEY = "chat_messages"
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+class _Stop(Exception):
+    def __init__(self, status: str, error: str, retries: int = 0):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.retries = retries
+
+
+def endpoint(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+
+
+def response_text(body: Any) -> str | None:
+    """choices[0].message.content as text (string or a list of text parts)."""
+    try:
+        content = body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return None
+
+
+def usage_of(body: Any, prices: Any, model: str | None) -> tuple[Usage, int | None, int | None]:
+    u = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(u, dict):
+        return Usage.unknown("endpoint reported no usage"), None, None
+    prompt = as_int(u.get("prompt_tokens"))
+    completion = as_int(u.get("completion_tokens"))
+    details = u.get("prompt_tokens_details")
+    cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    uncached = None if prompt is None else max(prompt - (cached or 0), 0)
+    usage = priced_usage(prices, model, uncached, completion, cached, None)
+    return usage, prompt, completion
+
+
+@register_agent
+class HttpChatAgent(Agent):
+    kind = "http-chat"
+
+    RETRY_BASE_DELAY: ClassVar[float] = 1.0
+    RETRY_MAX_DELAY: ClassVar[float] = 60.0
+    MAX_RETRIES: ClassVar[int] = 8
+    MAX_CALL_SECONDS: ClassVar[float] = 600.0
+
+    def preflight(self, environ: dict[str, str]) -> None:
+        source = self.spec.source_file or f"agents/{self.spec.name}.yaml"
+        if not self.spec.url:
+            raise BenchInputError(
+                source, "url", "an http-chat agent needs `url` (the API base, e.g. .../v1)"
+            )
+        var = self.spec.api_key_env
+        if var:
+            if var not in self.spec.env:
+                raise BenchInputError(
+                    source, "env", f"add {var} to `env` so the key reaches the agent"
+                )
+            if not environ.get(var):
+                raise BenchInputError(
+                    source, "api_key_env", f"environment variable {var} is not set; export it"
+                )
+
+    def system_message(self) -> dict[str, str] | None:
+        texts = [self.spec.system_prompt.text] if self.spec.system_prompt else []
+        texts += [s.text for s in self.spec.skills]
+        texts = [t for t in texts if t.strip()]
+        return {"role": "system", "content": "\n\n".join(texts)} if texts else None
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        if not self.spec.url:
+            return AgentResult(ERROR, Usage.unknown("agent did not run"), "no `url` configured")
+        headers = {"content-type": "application/json"}
+        if self.spec.api_key_env:
+            key = request.env.get(self.spec.api_key_env)
+            if not key:
+                return AgentResult(
+                    ERROR,
+                    Usage.unknown("agent did not run"),
+                    f"{self.spec.api_key_env} is not in the agent's environment",
+                )
+            headers["authorization"] = f"Bearer {key}"
+
+        scenario = bool(request.task.turns)
+        if scenario:
+            messages: list[dict[str, Any]] = []
+            users = [t.user for t in request.task.turns]
+        else:
+            messages = request.state.setdefault(STATE_KEY, [])
+            users = [request.prompt]
+        system = self.system_message()
+        if system and not messages:
+            messages.append(system)
+
+        records: list[dict[str, Any]] = []
+        usage: Usage | None = None
+        retries = 0
+        status, error, answer = COMPLETED, None, None
+        with httpx.Client() as client:
+            for index, user in enumerate(users, start=1):
+                messages.append({"role": "user", "content": user})
+                try:
+                    record, turn_usage, text, turn_retries = self._turn(
+                        client, request, headers, messages, index
+                    )
+                except _Stop as stop:
+                    status, error = stop.status, request.transcript.redact(stop.error)
+                    retries += stop.retries
+                    break
+                retries += turn_retries
+                records.append(record)
+                messages.append({"role": "assistant", "content": text})
+                answer = text
+                usage = turn_usage if usage is None else usage + turn_usage
+                request.spent_usd = add_spend(request.spent_usd, turn_usage)
+                if over_budget(self.spec.budget_usd, request.spent_usd):
+                    status = BUDGET
+                    error = (
+                        f"known spend ${request.spent_usd:.4f} exceeds budget "
+                        f"${self.spec.budget_usd} after turn {index}"
+                    )
+                    break
+        if usage is None:
+            usage = Usage.unknown("no chat turn completed")
+        request.transcript.write(
+            "agent_attempt_end",
+            attempt=request.attempt,
+            status=status,
+            error=error,
+            turns=len(records),
+            retries=retries,
+            usage=usage.__dict__,
+            spent_usd=request.spent_usd,
+        )
+        return AgentResult(status, usage, error, answer, records, retries)
+
+    def _turn(
+        self,
+        client: httpx.Client,
+        request: AgentRequest,
+        headers: dict[str, str],
+        messages: list[dict[str, Any]],
+        index: int,
+    ) -> tuple[dict[str, Any], Usage, str, int]:
+        url = endpoint(self.spec.url or "")
+        payload: dict[str, Any] = {"messages": messages}
+        if self.spec.model:
+            payload["model"] = self.spec.model
+        request.transcript.write(
+            "chat_request",
+            attempt=request.attempt,
+            turn=index,
+            url=url,
+            model=self.spec.model,
+            message_count=len(messages),
+            user=messages[-1]["content"],
+        )
+        failures = 0
+        while True:
+            if request.cancelled():
+                raise _Stop(ERROR, "cancelled", failures)
+            left = request.seconds_left()
+            if left <= 0:
+                raise _Stop(TIMEOUT, f"trial deadline reached at turn {index}", failures)
+            started = time.monotonic()
+            try:
+                resp = client.post(
+                    url, json=payload, headers=headers, timeout=min(left, self.MAX_CALL_SECONDS)
+                )
+                latency_ms = (time.monotonic() - started) * 1000
+                if resp.status_code < 400:
+                    body = resp.json()
+                    break
+                retryable = resp.status_code in RETRYABLE_STATUS or resp.status_code >= 500
+                detail = f"HTTP {resp.status_code}: {resp.text[:500]}"
+                retry_after = _retry_after(resp)
+            except httpx.TransportError as exc:
+                retryable, retry_after = True, None
+                detail = f"{type(exc).__name__}: {exc}"
+            except ValueError as exc:  # body is not JSON
+                raise _Stop(ERROR, f"turn {index}: response is not JSON: {exc}") from None
+            if not retryable:
+                raise _Stop(ERROR, f"turn {index}: {detail}", failures)
+            failures += 1
+            if failures > self.MAX_RETRIES:
+                raise _Stop(
+                    ERROR,
+                    f"turn {index}: {self.MAX_RETRIES} retries failed: {detail}",
+                    failures - 1,
+                )
+            delay = min(self.RETRY_BASE_DELAY * 2 ** (failures - 1), self.RETRY_MAX_DELAY)
+            if retry_after is not None:
+                delay = max(delay, min(retry_after, self.RETRY_MAX_DELAY))
+            request.transcript.write(
+                "api_retry", attempt=request.attempt, turn=index, retry=failures, error=detail,
+                delay_seconds=delay,
+            )  # fmt: skip
+            if delay >= request.seconds_left():
+                raise _Stop(TIMEOUT, f"deadline reached while retrying ({detail})", failures - 1)
+            time.sleep(delay)
+
+        text = response_text(body)
+        if text is None:
+            raise _Stop(ERROR, f"turn {index}: no choices[0].message.content in the response")
+        usage, prompt_tokens, completion_tokens = usage_of(body, request.prices, self.spec.model)
+        record = {
+            "turn": index,
+            "user": messages[-1]["content"],
+            "response": text,
+            "latency_ms": round(latency_ms, 1),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cost_usd": usage.cost_usd,
+            "cost_unknown_reason": usage.cost_unknown_reason,
+            "retries": failures,
+        }
+        request.transcript.write(
+            "chat_response", attempt=request.attempt, turn=index, body=body,
+            latency_ms=record["latency_ms"], usage=usage.__dict__,
+        )  # fmt: skip
+        return record, usage, text, failures
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    try:
+        value = resp.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,156 @@
+"""Stage 1 and 2 assets: the frozen task set, then trials and scores per config x repetition."""
+# No `from __future__ import annotations` in this layer: Dagster reads config and resource
+# types from the real annotations.
+
+import os
+from collections import Counter
+
+import dagster as dg
+
+from bench_pipeline.benchmark_run import BenchmarkRun, load_run
+from bench_pipeline.defs.partitions import register_configs, trial_partitions
+from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.pipeline import (
+    execute_partition,
+    print_progress,
+    resolve_run,
+    score_partition,
+    start_run,
+)
+from bench_pipeline.scoring import INITIAL
+
+
+class StartRunConfig(dg.Config):
+    """Which launch to freeze (a path; default $BENCH_LAUNCH), or an already frozen run id."""
+
+    launch: str = ""
+    run_id: str = ""
+
+
+class RunSelection(dg.Config):
+    """The benchmark run a partition belongs to; empty = the latest run in the warehouse."""
+
+    run_id: str = ""
+    retry_infra: bool = True
+
+
+class ScoreConfig(dg.Config):
+    run_id: str = ""
+    scorers: list[str] = []  # empty = the launch's scorers
+    rescore_id: str = INITIAL
+    only_unscored: bool = True
+
+
+@dg.asset(group_name="tasks", description="The suite's tasks frozen at launch (content-hashed).")
+def task_set(
+    context: dg.AssetExecutionContext, config: StartRunConfig, bench: BenchResource
+) -> dg.MaterializeResult:
+    paths = bench.paths
+    if config.run_id:
+        run = load_run(config.run_id, paths.warehouse)
+    else:
+        launch = config.launch or os.environ.get("BENCH_LAUNCH", "")
+        if not launch:
+            raise dg.Failure(
+                "no launch given: set config `launch` or BENCH_LAUNCH to a launch file"
+            )
+        run = start_run(launch, paths)
+    register_configs(context.instance, [c.id for c in run.launch.configs])
+    tasks = run.taskset.tasks
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run.run_id,
+            "suite": run.suite,
+            "revision": run.taskset.revision,
+            "tasks": len(tasks),
+            "configs": ", ".join(c.id for c in run.launch.configs),
+            "repetitions": run.launch.repetitions,
+            "task_list": dg.MetadataValue.md(
+                "| task | tags | difficulty | holdout | checks |\n|---|---|---|---|---|\n"
+                + "\n".join(
+                    f"| {t.id} | {', '.join(t.tags) or '-'} | {t.difficulty or ''} | {t.holdout} | {len(t.checks)} |"
+                    for t in tasks
+                )
+            ),
+        }
+    )
+
+
+def _partition(context: dg.AssetExecutionContext, run: BenchmarkRun) -> tuple[str, int] | None:
+    keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
+    config_id, rep = keys["config"], int(keys["rep"])
+    if config_id not in {c.id for c in run.launch.configs} or rep > run.launch.repetitions:
+        return None
+    return config_id, rep
+
+
+@dg.asset(
+    group_name="trials",
+    partitions_def=trial_partitions,
+    deps=[task_set],
+    pool="bench_trials",
+    description="One row per trial (task x config x repetition) with outcome, tokens, cost and evidence.",
+)
+def trials(
+    context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource
+) -> dg.MaterializeResult:
+    paths = bench.paths
+    run = resolve_run(paths.warehouse, config.run_id or None)
+    part = _partition(context, run)
+    if part is None:
+        return dg.MaterializeResult(
+            metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
+        )
+    config_id, rep = part
+    progress = print_progress(len(run.taskset.tasks)) if bench.progress else None
+    rows = execute_partition(
+        run, config_id, rep, paths, progress=progress, retry_infra=config.retry_infra
+    )
+    outcomes = Counter(rows["outcome"]) if not rows.empty else Counter()
+    cost = rows["cost_usd"] if not rows.empty else None
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run.run_id,
+            "trials": len(rows),
+            "outcomes": dict(outcomes),
+            "cost_usd_known": float(cost.dropna().sum()) if cost is not None else 0.0,
+            "cost_unknown_trials": int(cost.isna().sum()) if cost is not None else 0,
+        }
+    )
+
+
+@dg.asset(
+    group_name="trials",
+    partitions_def=trial_partitions,
+    deps=[trials],
+    description="Every scorer's result per trial; rescores append rows, history is kept.",
+)
+def scores(
+    context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource
+) -> dg.MaterializeResult:
+    paths = bench.paths
+    run = resolve_run(paths.warehouse, config.run_id or None)
+    part = _partition(context, run)
+    if part is None:
+        return dg.MaterializeResult(
+            metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
+        )
+    config_id, rep = part
+    rows = score_partition(
+        run,
+        config_id,
+        rep,
+        paths,
+        scorer_specs=config.scorers or None,
+        rescore_id=config.rescore_id,
+        only_unscored=config.only_unscored,
+    )
+    statuses = Counter(r["status"] for r in rows)
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run.run_id,
+            "rescore_id": config.rescore_id,
+            "rows": len(rows),
+            "statuses": dict(statuses),
+        }
+    )

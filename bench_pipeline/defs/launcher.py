@@ -1,0 +1,116 @@
+"""Run a frozen benchmark run through the Dagster definitions on a real instance.
+
+`bench run` calls this so that its runs land in the instance `dagster dev` shows: one run to
+materialize the task set (which registers the config partitions), one run per config x
+repetition partition (trials then scores, all the partition's trials inside it), and one run
+for the derived tables.
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from bench_pipeline.benchmark_run import BenchmarkRun
+from bench_pipeline.defs.partitions import partition_key
+from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.pipeline import BenchPaths
+
+QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+INSTANCE_YAML = """\
+# Written by bench on first use. Edit freely: bench never overwrites it.
+telemetry:
+  enabled: false
+"""
+
+
+def ensure_dagster_home(paths: BenchPaths) -> Path:
+    """DAGSTER_HOME as set, else <bench home>/dagster_home, with a dagster.yaml in it."""
+    home = Path(os.environ.get("DAGSTER_HOME") or paths.home / "dagster_home").absolute()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(INSTANCE_YAML)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def get_instance(paths: BenchPaths) -> dg.DagsterInstance:
+    ensure_dagster_home(paths)
+    return dg.DagsterInstance.get()
+
+
+def _resources(paths: BenchPaths, progress: bool) -> dict[str, object]:
+    return {
+        "bench": BenchResource(
+            home=str(paths.home), warehouse_root=paths.warehouse_root, progress=progress
+        )
+    }
+
+
+def _check(result: dg.ExecuteInProcessResult, what: str) -> None:
+    if not result.success:
+        failures = [e.message for e in result.all_events if e.is_failure]
+        raise RuntimeError(
+            f"{what} failed: {'; '.join(m for m in failures if m) or 'see the Dagster UI'}"
+        )
+
+
+def execute_run(
+    run: BenchmarkRun,
+    paths: BenchPaths,
+    instance: dg.DagsterInstance,
+    *,
+    progress: bool = False,
+    retry_infra: bool = True,
+    on_partition: "callable | None" = None,  # type: ignore[valid-type]
+) -> None:
+    from bench_pipeline.definitions import PARTITION_JOB, TASK_SET_JOB, defs
+
+    resources = _resources(paths, progress)
+    tags = {"bench/run_id": run.run_id, "bench/suite": run.suite}
+    result = defs.resolve_job_def(TASK_SET_JOB).execute_in_process(
+        run_config={"ops": {"task_set": {"config": {"run_id": run.run_id}}}, **QUIET_LOGGERS},
+        instance=instance,
+        resources=resources,
+        tags=tags,
+    )
+    _check(result, "task set")
+    job = defs.resolve_job_def(PARTITION_JOB)
+    for config_id, rep in run.partitions():
+        if on_partition:
+            on_partition(config_id, rep)
+        result = job.execute_in_process(
+            partition_key=partition_key(config_id, rep),
+            run_config={
+                "ops": {
+                    "trials": {"config": {"run_id": run.run_id, "retry_infra": retry_infra}},
+                    "scores": {"config": {"run_id": run.run_id}},
+                },
+                **QUIET_LOGGERS,
+            },
+            instance=instance,
+            resources=resources,
+            tags=tags,
+        )
+        _check(result, f"partition {config_id}|{rep}")
+    build_results(run.run_id, paths, instance)
+
+
+def build_results(run_id: str, paths: BenchPaths, instance: dg.DagsterInstance) -> None:
+    from bench_pipeline.definitions import RESULTS_JOB, defs
+
+    result = defs.resolve_job_def(RESULTS_JOB).execute_in_process(
+        run_config={"ops": _results_ops(run_id), **QUIET_LOGGERS},
+        instance=instance,
+        resources=_resources(paths, False),
+        tags={"bench/run_id": run_id},
+        raise_on_error=False,
+    )
+    _check(result, "results")
+
+
+def _results_ops(run_id: str) -> dict[str, object]:
+    from bench_pipeline.defs.results.assets import RESULTS_OP
+
+    return {RESULTS_OP: {"config": {"run_id": run_id}}}

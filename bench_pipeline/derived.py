@@ -1,0 +1,213 @@
+"""Build every derived table of one benchmark run from the warehouse, and store it.
+
+The pure table functions live in `bench_pipeline.results`; this module picks the run's rows
+(the latest row per trial, the latest score per cell), chooses the baseline run, and writes
+each table as `<table>/<run_id>/table.parquet`. Dagster's results assets, `bench results`
+and `bench report` all go through `compute_derived`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench_pipeline import results as R
+from bench_pipeline.benchmark_run import BenchmarkRun, agent_drift, load_run
+from bench_pipeline.warehouse.store import Warehouse
+
+DERIVED_TABLES = (
+    "config_table",
+    "task_grid",
+    "recommendations",
+    "pareto_frontier",
+    "config_table_by_tag",
+    "recommendations_by_tag",
+    "paired_comparison",
+    "regressions",
+)
+
+
+@dataclass
+class Derived:
+    run: BenchmarkRun
+    tables: dict[str, pd.DataFrame]
+    recommendations: dict[str, Any]
+    baseline_run_id: str | None
+    baseline_note: str | None
+    chart_png: Path | None = None
+    chart_svg: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def meta(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "run_id": run.run_id,
+            "suite": run.suite,
+            "launch": run.launch.name,
+            "task_set_revision": run.taskset.revision,
+            "created_at": run.created_at,
+            "tasks": len(run.taskset.tasks),
+            "configs": ", ".join(c.id for c in run.launch.configs),
+            "repetitions": run.launch.repetitions,
+            "scorers": ", ".join(run.launch.scorers),
+            "baseline_run": self.baseline_run_id or "none",
+            **({"notes": " | ".join(self.notes)} if self.notes else {}),
+        }
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def pinned_baseline(warehouse: Warehouse, suite: str) -> str | None:
+    rel = f"baselines/{suite}.json"
+    return warehouse.read_json(rel)["run_id"] if warehouse.exists(rel) else None
+
+
+def pin_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
+    from datetime import UTC, datetime
+
+    warehouse.write_json(
+        f"baselines/{suite}.json",
+        {"suite": suite, "run_id": run_id, "set_at": datetime.now(UTC).isoformat()},
+    )
+
+
+# --------------------------------------------------------------------------- rows of one run
+
+
+def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's trials (latest row per trial) and scores (latest row per trial x scorer)."""
+    trials = warehouse.read("trials", run_id)
+    scores = warehouse.read("scores", run_id)
+    if not trials.empty:
+        trials = R.latest_trials(trials)
+    if not scores.empty:
+        scores = R.latest_scores(scores)
+    return trials, scores
+
+
+def compute_derived(
+    warehouse: Warehouse,
+    run_id: str,
+    *,
+    baseline_run_id: str | None = None,
+    use_pinned_baseline: bool = True,
+    chart_dir: Path | None = None,
+) -> Derived:
+    run = load_run(run_id, warehouse)
+    trials, scores = run_rows(warehouse, run_id)
+    if trials.empty:
+        raise LookupError(f"run {run_id} has no trials yet")
+    per_trial = R.trial_overall(trials, scores)
+    notes: list[str] = []
+    if drift := agent_drift(run):
+        notes.append(f"agent drift: {', '.join(drift)} changed since the run started")
+
+    base_id = baseline_run_id or (
+        pinned_baseline(warehouse, run.suite) if use_pinned_baseline else None
+    )
+    base_note = None
+    baseline_table = None
+    if base_id == run_id:
+        base_id = None
+    if base_id:
+        base_run = load_run(base_id, warehouse)
+        if base_run.taskset.revision != run.taskset.revision:
+            base_note = (
+                f"baseline {base_id} ran task-set revision {base_run.taskset.revision}, this run "
+                f"{run.taskset.revision}: not compared (stale results are never mixed)"
+            )
+            notes.append(base_note)
+            base_id = None
+        else:
+            bt, bs = run_rows(warehouse, base_id)
+            baseline_table = R.config_table(bt, bs) if not bt.empty else None
+
+    table = R.config_table(trials, scores, baseline_table, per_trial=per_trial)
+    table = _annotate_judge(table, run)
+    grid = R.task_config_grid(trials, scores, per_trial=per_trial)
+    recs = R.recommend(table)
+    frontier = R.pareto_frontier(table)
+    by_tag = R.config_table_by_tag(trials, scores, per_trial=per_trial)
+    comparison = R.compare_all(trials, scores, per_trial=per_trial)
+    if baseline_table is not None and base_id:
+        regressions = R.detect_regressions(
+            table,
+            baseline_table,
+            {
+                "overall": run.launch.suite.tolerance.overall,
+                "cost": run.launch.suite.tolerance.cost,
+            },
+            suite=run.suite,
+            run_id=run_id,
+            baseline_run_id=base_id,
+        )
+    else:
+        regressions = pd.DataFrame(
+            columns=[
+                "suite",
+                "run_id",
+                "baseline_run_id",
+                "config_id",
+                "metric",
+                "baseline",
+                "current",
+                "tolerance",
+                "regressed",
+                "note",
+            ]
+        )
+    tables = {
+        "config_table": table,
+        "task_grid": grid,
+        "recommendations": R.recommendations_frame(table),
+        "pareto_frontier": frontier,
+        "config_table_by_tag": by_tag,
+        "recommendations_by_tag": R.recommendations_by_tag(by_tag),
+        "paired_comparison": comparison,
+        "regressions": regressions,
+    }
+    for frame in tables.values():
+        if "run_id" not in frame.columns:
+            frame.insert(0, "run_id", run_id)
+    derived = Derived(run, tables, recs, base_id, base_note, notes=notes)
+    baseline_cfg = next((c.id for c in run.launch.configs if c.agent.kind == "replay"), None)
+    derived.chart_svg = R.pareto_chart_svg(frontier, baseline_config=baseline_cfg)
+    if chart_dir is not None:
+        derived.chart_png = R.pareto_chart(
+            frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=baseline_cfg
+        )
+    return derived
+
+
+def _annotate_judge(table: pd.DataFrame, run: BenchmarkRun) -> pd.DataFrame:
+    """Say when the judge model is also a configuration: it grades its own answers."""
+    judge = run.launch.judge
+    uses_judge = any(s.split(":")[0] in ("rubric", "llm_judge") for s in run.launch.scorers)
+    models = {c.id: c.agent.model for c in run.launch.configs}
+    table = table.copy()
+    table["judge_grades_itself"] = [
+        bool(uses_judge and judge is not None and models.get(cid) == judge.model)
+        for cid in table["config_id"]
+    ]
+    return table
+
+
+def store_derived(warehouse: Warehouse, derived: Derived) -> None:
+    run_id = derived.run.run_id
+    for name, frame in derived.tables.items():
+        warehouse.write(name, _storable(frame), run_id, "table")
+    warehouse.write_json(f"recommendations_json/{run_id}.json", derived.recommendations)
+
+
+def _storable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Parquet needs one type per column: nested values (dicts, mixed lists) become JSON."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict)).any():
+            out[col] = out[col].map(lambda v: json.dumps(v, default=str) if v is not None else None)
+    return out

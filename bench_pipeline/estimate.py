@@ -1,0 +1,86 @@
+"""`bench estimate`: trial count, cost cap (sum of budgets) and a forecast from past runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench_pipeline.formats.model import Launch, Prices
+from bench_pipeline.warehouse.store import Warehouse
+
+
+def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dict[str, Any]:
+    """Per config: trials, cap (budget x trials; None when a config has no budget) and a
+    forecast (mean known cost per task of past trials with the same model, per task)."""
+    past = warehouse.read("trials")
+    if not past.empty:
+        past = past[(past["suite"] == launch.suite.name) & past["cost_usd"].notna()]
+    per_task = launch.repetitions
+    configs = []
+    for c in launch.configs:
+        trials = len(launch.tasks) * per_task
+        cap = None if c.agent.budget_usd is None else c.agent.budget_usd * trials
+        if c.agent.kind in ("reference", "noop"):
+            cap = 0.0
+        forecast, known_tasks = _forecast(
+            past, c.agent.model, c.agent.kind, [t.id for t in launch.tasks]
+        )
+        configs.append(
+            {
+                "config_id": c.id,
+                "agent": c.agent.name,
+                "kind": c.agent.kind,
+                "model": c.agent.model,
+                "trials": trials,
+                "budget_usd": c.agent.budget_usd,
+                "cost_cap_usd": cap,
+                "forecast_usd": None if forecast is None else forecast * per_task,
+                "forecast_basis": f"{known_tasks}/{len(launch.tasks)} tasks with past cost"
+                if forecast is not None
+                else "no past runs with known cost",
+                "price_known": c.agent.model in prices.rates if c.agent.model else None,
+            }
+        )
+    caps = [c["cost_cap_usd"] for c in configs]
+    return {
+        "launch": launch.name,
+        "suite": launch.suite.name,
+        "tasks": len(launch.tasks),
+        "configs": len(launch.configs),
+        "repetitions": launch.repetitions,
+        "trials": launch.trial_count,
+        "cost_cap_usd": None if any(c is None for c in caps) else sum(caps),
+        "per_config": configs,
+    }
+
+
+def _forecast(
+    past: pd.DataFrame, model: str | None, kind: str, task_ids: list[str]
+) -> tuple[float | None, int]:
+    if kind in ("reference", "noop"):
+        return 0.0, len(task_ids)
+    if past.empty or model is None:
+        return None, 0
+    rows = past[(past["model"] == model) & past["task_id"].isin(task_ids)]
+    if rows.empty:
+        return None, 0
+    per_task = rows.groupby("task_id")["cost_usd"].mean()
+    # Tasks never run with this model are forecast at the mean of the ones that were.
+    return float(per_task.mean() * len(task_ids)), len(per_task)
+
+
+def render_estimate(est: dict[str, Any]) -> str:
+    def usd(v: Any) -> str:
+        return "unbounded" if v is None else f"${v:.2f}"
+
+    lines = [
+        f"{est['launch']}: suite {est['suite']}, {est['tasks']} tasks x {est['configs']} configs x {est['repetitions']} reps = {est['trials']} trials",
+        f"cost cap (sum of budgets): {usd(est['cost_cap_usd'])}",
+    ]
+    for c in est["per_config"]:
+        forecast = "unknown" if c["forecast_usd"] is None else f"${c['forecast_usd']:.2f}"
+        lines.append(
+            f"  {c['config_id']:<16} {c['kind']:<10} {c['model'] or '-':<20} {c['trials']:>4} trials  cap {usd(c['cost_cap_usd']):>10}  forecast {forecast} ({c['forecast_basis']})"
+        )
+    return "\n".join(lines)

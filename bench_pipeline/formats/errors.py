@@ -1,0 +1,27 @@
+"""The one error type for bad user input: one line naming the file, the key and the fix."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class BenchInputError(Exception):
+    """Bad input from the user's files or command line. The CLI prints it and exits 2."""
+
+    def __init__(self, file: str | Path | None, key: str | None, problem: str):
+        self.file = str(file) if file is not None else None
+        self.key = key
+        self.problem = problem
+        where = ": ".join(p for p in (self.file, key) if p)
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+def closest(word: str, options: Iterable[str]) -> str:
+    """A 'did you mean' suffix naming the closest valid option, or listing them all."""
+    options = sorted(options)
+    match = difflib.get_close_matches(word, options, n=1, cutoff=0.5)
+    if match:
+        return f"did you mean '{match[0]}'? (valid: {', '.join(options)})"
+    return f"valid: {', '.join(options)}"

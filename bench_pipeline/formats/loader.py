@@ -1,0 +1,863 @@
+"""Read and validate the factory: agents, suites, tasks, launches and prices.
+
+Everything is checked before anything runs, and every problem is a `BenchInputError` whose
+message is one line naming the file, the key and what would be valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench_pipeline.formats.errors import BenchInputError, closest
+from bench_pipeline.formats.model import (
+    AGENT_KINDS,
+    ASSERT_TYPES,
+    BUILTIN_CRITERIA,
+    BUILTIN_SCORERS,
+    EFFORTS,
+    ID_PATTERN,
+    MAX_CONFIGS,
+    MAX_REPETITIONS,
+    MAX_TASKS,
+    MAX_TRIALS,
+    TOOLS,
+    UNTAGGED,
+    AgentSpec,
+    Assertion,
+    Check,
+    CISettings,
+    Config,
+    FrozenText,
+    Judge,
+    JudgeCriterion,
+    Launch,
+    Original,
+    Prices,
+    Suite,
+    Task,
+    Tolerance,
+    Turn,
+)
+from bench_pipeline.formats.refs import FactoryView, resolve_commit
+
+AGENT_KEYS = {
+    "kind",
+    "model",
+    "effort",
+    "system_prompt",
+    "skills",
+    "tools",
+    "budget_usd",
+    "max_iterations",
+    "max_turns",
+    "timeout_seconds",
+    "env",
+    "command",
+    "preset",
+    "url",
+    "api_key_env",
+    "base_url",
+    "max_output_tokens",
+    "description",
+}
+LIMIT_KEYS = {"budget_usd", "max_iterations", "max_turns", "timeout_seconds"}
+SUITE_KEYS = {
+    "title",
+    "agent",
+    "repo",
+    "defaults",
+    "prepare_commands",
+    "tolerance",
+    "nightly",
+    "nightly_cron",
+    "notify",
+    "scorers",
+    "description",
+}
+TASK_KEYS = {
+    "id",
+    "title",
+    "repo",
+    "base_ref",
+    "prompt",
+    "tags",
+    "difficulty",
+    "holdout",
+    "reference_patch",
+    "criteria",
+    "checks",
+    "assert",
+    "turns",
+    "original",
+}
+CHECK_KEYS = {"id", "description", "command", "files", "timeout_seconds"}
+ORIGINAL_KEYS = {
+    "patch",
+    "text",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+}
+LAUNCH_KEYS = {
+    "kind",
+    "suite",
+    "configs",
+    "repetitions",
+    "scorers",
+    "judge",
+    "tasks",
+    "tags",
+    "include_baseline",
+    "max_parallel",
+    "ci",
+    "title",
+    "description",
+}
+CONFIG_KEYS = {
+    "id",
+    "agent",
+    "factory_ref",
+    "model",
+    "effort",
+    "system_prompt",
+    "skills",
+    "budget_usd",
+    "max_iterations",
+    "max_turns",
+    "timeout_seconds",
+    "max_parallel",
+    "url",
+    "base_url",
+    "command",
+    "preset",
+}
+JUDGE_KEYS = {"model", "effort", "criteria", "scale_max", "base_url", "api_key_env"}
+CRITERION_KEYS = {"id", "weight", "prompt"}
+CI_KEYS = {"remote", "repo", "api_url", "token_env", "timeout_seconds", "default_branch"}
+PRICE_KEYS = {"input", "output", "cache_read", "cache_write"}
+MAX_CHECK_TIMEOUT = 600
+ID_RE = re.compile(ID_PATTERN)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_yaml(path: Path, factory: FactoryView | None = None) -> dict[str, Any]:
+    """Read one YAML mapping: UTF-8 only, one clear line for any problem."""
+    shown = factory.display(path) if factory else str(path)
+    try:
+        raw = factory.read_bytes(path) if factory else path.read_bytes()
+    except FileNotFoundError:
+        raise BenchInputError(shown, None, "file not found") from None
+    except OSError as exc:
+        raise BenchInputError(shown, None, f"cannot read: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BenchInputError(
+            shown,
+            None,
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8",
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BenchInputError(shown, None, f"malformed YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise BenchInputError(shown, None, f"expected a mapping of keys, got {_kind(data)}")
+    return data
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+class _Fields:
+    """Typed access to one mapping of a file, each problem named by file and dotted key."""
+
+    def __init__(self, file: str, data: Mapping[str, Any], allowed: set[str], prefix: str = ""):
+        self.file, self.data, self.prefix = file, data, prefix
+        for key in data:
+            if not isinstance(key, str):
+                raise BenchInputError(file, prefix.rstrip(".") or None, f"key {key!r} is not text")
+            if key not in allowed:
+                raise BenchInputError(file, self.key(key), f"unknown key; {closest(key, allowed)}")
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def fail(self, name: str, problem: str) -> BenchInputError:
+        return BenchInputError(self.file, self.key(name), problem)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.data.get(name, default)
+
+    def str(self, name: str, default: str | None = None, required: bool = False) -> str | None:
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise self.fail(name, "is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.fail(name, f"expected text, got {_kind(value)}")
+        return str(value)
+
+    def choice(self, name: str, options: tuple[str, ...], default: str | None = None) -> str | None:
+        value = self.str(name, default)
+        if value is not None and value not in options:
+            raise self.fail(name, f"'{value}' is not allowed; {closest(value, options)}")
+        return value
+
+    def number(
+        self,
+        name: str,
+        default: float | None = None,
+        lo: float | None = None,
+        hi: float | None = None,
+    ) -> float | None:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(name, f"expected a number, got {_kind(value)}")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            bounds = f"between {lo:g} and {hi:g}" if hi is not None else f"at least {lo:g}"
+            raise self.fail(name, f"{value:g} is out of range; use a value {bounds}")
+        return float(value)
+
+    def integer(
+        self, name: str, default: int | None = None, lo: int | None = None, hi: int | None = None
+    ) -> int | None:
+        value = self.number(name, None, lo, hi)
+        if value is None:
+            return default
+        if value != int(value):
+            raise self.fail(name, f"expected a whole number, got {value:g}")
+        return int(value)
+
+    def bool(self, name: str, default: bool = False) -> bool:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.fail(name, f"expected true or false, got {value!r}")
+        return value
+
+    def str_list(self, name: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, str) or not isinstance(value, list):
+            raise self.fail(name, f"expected a list, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                raise self.fail(f"{name}[{i}]", f"expected text, got {_kind(item)}")
+        return tuple(str(v) for v in value)
+
+    def argv(self, name: str, required: bool = False) -> tuple[str, ...]:
+        value = self.str_list(name)
+        if required and not value:
+            raise self.fail(name, "is required: an argument array such as [python, script.py]")
+        if isinstance(self.data.get(name), str):
+            raise self.fail(name, "must be an argument array, not a shell string")
+        return value
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        value = self.data.get(name)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(name, f"expected a mapping, got {_kind(value)}")
+        return value
+
+    def items(self, name: str) -> list[Any]:
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(name, f"expected a list, got {_kind(value)}")
+        return value
+
+
+def _check_id(f: _Fields, name: str, value: str) -> str:
+    if not ID_RE.match(value):
+        raise f.fail(
+            name,
+            f"'{value}' is not a valid id; use letters, digits, '_', '.', '-' "
+            f"(pattern {ID_PATTERN})",
+        )
+    return value
+
+
+# --------------------------------------------------------------------------- prices, agents
+
+
+def load_prices(factory: FactoryView) -> Prices:
+    path = factory.root / "prices.yaml"
+    if not factory.exists(path):
+        return Prices({})
+    data = read_yaml(path, factory)
+    shown = factory.display(path)
+    rates: dict[str, dict[str, float]] = {}
+    for model, rate in data.items():
+        if not isinstance(rate, dict):
+            raise BenchInputError(
+                shown, str(model), "expected {input, output, cache_read, cache_write}"
+            )
+        f = _Fields(shown, rate, PRICE_KEYS, f"{model}.")
+        rates[str(model)] = {}
+        for k in ("input", "output"):
+            value = f.number(k, lo=0)
+            if value is None:
+                raise f.fail(k, "is required: USD per million tokens")
+            rates[str(model)][k] = value
+        for k in ("cache_read", "cache_write"):
+            value = f.number(k, lo=0)
+            if value is not None:
+                rates[str(model)][k] = value
+    return Prices(rates)
+
+
+def load_agent(
+    factory: FactoryView, name: str, defaults: Mapping[str, Any] | None = None
+) -> AgentSpec:
+    path = factory.root / "agents" / f"{name}.yaml"
+    if not factory.exists(path):
+        known = factory.agent_names()
+        raise BenchInputError(
+            factory.display(path), None, f"no agent named '{name}'; {closest(name, known)}"
+        )
+    data = read_yaml(path, factory)
+    shown = factory.display(path)
+    merged = {**(defaults or {}), **data}
+    f = _Fields(shown, merged, AGENT_KEYS)
+    kind = f.choice("kind", AGENT_KINDS)
+    if kind is None:
+        raise f.fail("kind", f"is required; valid: {', '.join(AGENT_KINDS)}")
+    tools = f.str_list("tools", TOOLS)
+    for i, tool in enumerate(tools):
+        if tool not in TOOLS:
+            raise f.fail(f"tools[{i}]", f"'{tool}' is not a tool; {closest(tool, TOOLS)}")
+    spec = AgentSpec(
+        name=name,
+        kind=kind,
+        model=f.str("model"),
+        effort=f.choice("effort", EFFORTS),
+        system_prompt=_frozen(factory, path, f, "system_prompt"),
+        skills=tuple(_frozen_list(factory, path, f, "skills")),
+        tools=tools,
+        budget_usd=f.number("budget_usd", lo=0),
+        max_iterations=f.integer("max_iterations", 1, 1, 10),
+        max_turns=f.integer("max_turns", 50, 1, 1000),
+        timeout_seconds=f.number("timeout_seconds", 1800.0, 1, 86400),
+        env=f.str_list("env"),
+        command=f.argv("command"),
+        preset=f.choice("preset", ("claude-code", "codex")),
+        url=f.str("url"),
+        api_key_env=f.str("api_key_env"),
+        base_url=f.str("base_url"),
+        max_output_tokens=f.integer("max_output_tokens", 8192, 1, 200_000),
+        source_file=shown,
+    )
+    if kind == "command" and not spec.command and not spec.preset:
+        raise f.fail("command", "is required for kind 'command' (or set preset: claude-code|codex)")
+    if kind == "http-chat" and not spec.url:
+        raise f.fail("url", "is required for kind 'http-chat': the chat-completions base URL")
+    return spec
+
+
+def _frozen(factory: FactoryView, owner: Path, f: _Fields, key: str) -> FrozenText | None:
+    rel = f.str(key)
+    if rel is None:
+        return None
+    return factory.frozen_text(owner, rel, f.file, f.key(key))
+
+
+def _frozen_list(factory: FactoryView, owner: Path, f: _Fields, key: str) -> list[FrozenText]:
+    return [
+        factory.frozen_text(owner, rel, f.file, f.key(f"{key}[{i}]"))
+        for i, rel in enumerate(f.str_list(key))
+    ]
+
+
+# --------------------------------------------------------------------------- suites, tasks
+
+
+def load_suite(factory: FactoryView, name: str) -> Suite:
+    directory = factory.root / "benchmarks" / name
+    path = directory / "suite.yaml"
+    if not factory.exists(path):
+        raise BenchInputError(
+            factory.display(path),
+            None,
+            f"no suite named '{name}'; {closest(name, factory.suite_names())}",
+        )
+    data = read_yaml(path, factory)
+    shown = factory.display(path)
+    f = _Fields(shown, data, SUITE_KEYS)
+    agent = f.str("agent", required=True)
+    defaults = f.mapping("defaults")
+    for key in defaults:
+        if key not in LIMIT_KEYS:
+            raise f.fail(f"defaults.{key}", f"unknown limit; {closest(str(key), LIMIT_KEYS)}")
+    tol = _Fields(shown, f.mapping("tolerance"), {"overall", "cost"}, "tolerance.")
+    prepare = []
+    for i, cmd in enumerate(f.items("prepare_commands")):
+        if not isinstance(cmd, list) or not cmd:
+            raise f.fail(f"prepare_commands[{i}]", "must be a non-empty argument array")
+        prepare.append(tuple(str(a) for a in cmd))
+    scorers = f.str_list("scorers", ("checks",))
+    for i, s in enumerate(scorers):
+        _validate_scorer(factory, shown, f"scorers[{i}]", s)
+    repo = f.str("repo")
+    return Suite(
+        name=name,
+        title=f.str("title", name) or name,
+        agent=agent or "",
+        repo=_resolve_repo(directory, repo) if repo else None,
+        directory=directory,
+        defaults=dict(defaults),
+        prepare_commands=tuple(prepare),
+        tolerance=Tolerance(
+            overall=tol.number("overall", 0.05, 0, 1) or 0.0,
+            cost=tol.number("cost", 0.25, 0) or 0.0,
+        ),
+        nightly=f.bool("nightly"),
+        nightly_cron=f.str("nightly_cron", "0 2 * * *") or "0 2 * * *",
+        notify=f.str("notify"),
+        scorers=scorers,
+    )
+
+
+def _resolve_repo(base: Path, repo: str) -> str:
+    if "://" in repo or repo.startswith("git@"):
+        return repo
+    path = Path(repo)
+    return str((path if path.is_absolute() else base / path).resolve())
+
+
+def load_tasks(factory: FactoryView, suite: Suite) -> list[Task]:
+    tasks_dir = suite.directory / "tasks"
+    files = factory.list_yaml(tasks_dir)
+    if not files:
+        raise BenchInputError(factory.display(tasks_dir), None, "no task files (*.yaml) found")
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for path in files:
+        task = load_task(factory, suite, path)
+        if task.id in seen:
+            raise BenchInputError(
+                factory.display(path),
+                "id",
+                f"duplicate task id '{task.id}' (also in {seen[task.id]}); give each task its own id",
+            )
+        seen[task.id] = factory.display(path)
+        tasks.append(task)
+    if len(tasks) > MAX_TASKS:
+        raise BenchInputError(
+            factory.display(tasks_dir),
+            None,
+            f"{len(tasks)} tasks; a suite holds at most {MAX_TASKS}",
+        )
+    return tasks
+
+
+def load_task(factory: FactoryView, suite: Suite, path: Path) -> Task:
+    data = read_yaml(path, factory)
+    shown = factory.display(path)
+    f = _Fields(shown, data, TASK_KEYS)
+    task_id = _check_id(f, "id", f.str("id", path.stem) or path.stem)
+    repo_value = f.str("repo")
+    repo = _resolve_repo(path.parent, repo_value) if repo_value else suite.repo
+    base_ref = f.str("base_ref")
+    turns = _turns(f)
+    prompt = f.str("prompt")
+    if prompt is None and not turns:
+        raise f.fail("prompt", "is required (or give `turns` for a multi-turn scenario)")
+    text_task = base_ref is None and repo_value is None
+    if not text_task and base_ref is None:
+        raise f.fail(
+            "base_ref", "is required for a coding task: the commit, tag or branch to start from"
+        )
+    base_sha = None
+    if not text_task:
+        if repo is None:
+            raise f.fail("repo", "is required: set it here or in suite.yaml")
+        base_sha = resolve_commit(repo, base_ref or "", shown)
+    tags = f.str_list("tags")
+    for i, tag in enumerate(tags):
+        if tag == UNTAGGED:
+            raise f.fail(
+                f"tags[{i}]", f"'{UNTAGGED}' is reserved for untagged tasks; pick another tag"
+            )
+    checks = _checks(factory, suite, f)
+    reference = f.str("reference_patch")
+    default_ref = suite.directory / "references" / f"{task_id}.patch"
+    if reference is not None:
+        factory.inside(suite.directory, reference, shown, "reference_patch", must_exist=True)
+    elif not text_task and factory.exists(default_ref):
+        reference = f"references/{task_id}.patch"
+    asserts = _asserts(f, "assert")
+    difficulty = f.choice("difficulty", ("easy", "medium", "hard"))
+    if text_task and checks:
+        raise f.fail("checks", "a text task (no repo/base_ref) cannot run checks; use `assert`")
+    return Task(
+        id=task_id,
+        suite=suite.name,
+        title=f.str("title", task_id) or task_id,
+        prompt=prompt or turns[0].user,
+        repo=None if text_task else repo,
+        base_ref=base_ref,
+        base_sha=base_sha,
+        tags=tags,
+        difficulty=difficulty,
+        holdout=f.bool("holdout"),
+        reference_patch=reference,
+        criteria=f.str_list("criteria"),
+        checks=checks,
+        asserts=asserts,
+        turns=turns,
+        original=_original(factory, suite, f),
+        source_file=shown,
+    )
+
+
+def _checks(factory: FactoryView, suite: Suite, f: _Fields) -> tuple[Check, ...]:
+    checks: list[Check] = []
+    ids: set[str] = set()
+    for i, raw in enumerate(f.items("checks")):
+        if not isinstance(raw, dict):
+            raise f.fail(f"checks[{i}]", "expected a mapping {id, description, command, files}")
+        c = _Fields(f.file, raw, CHECK_KEYS, f"checks[{i}].")
+        check_id = _check_id(c, "id", c.str("id", f"check-{i + 1}") or "")
+        if check_id in ids:
+            raise c.fail("id", f"duplicate check id '{check_id}'")
+        ids.add(check_id)
+        files = c.str_list("files")
+        for j, rel in enumerate(files):
+            factory.inside(suite.directory, rel, f.file, c.key(f"files[{j}]"), must_exist=True)
+        command = c.argv("command", required=True)
+        for j, arg in enumerate(command):
+            for ref in re.findall(r"\{inputs\}/([^\s\"']+)", arg):
+                factory.inside(
+                    suite.directory, ref, f.file, c.key(f"command[{j}]"), must_exist=False
+                )
+        checks.append(
+            Check(
+                id=check_id,
+                description=c.str("description", "") or "",
+                command=command,
+                files=files,
+                timeout_seconds=c.number("timeout_seconds", 60.0, 1, MAX_CHECK_TIMEOUT) or 60.0,
+            )
+        )
+    return tuple(checks)
+
+
+def _asserts(f: _Fields, key: str) -> tuple[Assertion, ...]:
+    out = []
+    for i, raw in enumerate(f.items(key)):
+        if not isinstance(raw, dict):
+            raise f.fail(f"{key}[{i}]", "expected {type, value}")
+        a = _Fields(f.file, raw, {"type", "value"}, f"{f.prefix}{key}[{i}].")
+        kind = a.choice("type", ASSERT_TYPES)
+        if kind is None:
+            raise a.fail("type", f"is required; valid: {', '.join(ASSERT_TYPES)}")
+        value = raw.get("value")
+        if kind == "regex":
+            try:
+                re.compile(str(value))
+            except re.error as exc:
+                raise a.fail("value", f"invalid regular expression: {exc}") from None
+        if kind.startswith(("min_", "max_")) and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
+            raise a.fail("value", f"expected a number for {kind}")
+        out.append(Assertion(kind, value))
+    return tuple(out)
+
+
+def _turns(f: _Fields) -> tuple[Turn, ...]:
+    turns = []
+    for i, raw in enumerate(f.items("turns")):
+        if not isinstance(raw, dict):
+            raise f.fail(f"turns[{i}]", "expected {user, assert}")
+        t = _Fields(f.file, raw, {"user", "assert"}, f"turns[{i}].")
+        turns.append(Turn(t.str("user", required=True) or "", _asserts(t, "assert")))
+    return tuple(turns)
+
+
+def _original(factory: FactoryView, suite: Suite, f: _Fields) -> Original | None:
+    raw = f.get("original")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.fail("original", "expected a mapping {patch|text, model, tokens, cost_usd}")
+    o = _Fields(f.file, raw, ORIGINAL_KEYS, "original.")
+    patch_file = o.str("patch")
+    patch = None
+    if patch_file is not None:
+        path = factory.inside(
+            suite.directory, patch_file, f.file, "original.patch", must_exist=True
+        )
+        patch = factory.read_text(path, f.file, "original.patch")
+    text = o.str("text")
+    if patch is None and text is None:
+        raise o.fail("patch", "an original needs `patch` (a file) or `text`")
+    return Original(
+        patch=patch,
+        patch_file=patch_file,
+        text=text,
+        model=o.str("model"),
+        input_tokens=o.integer("input_tokens", lo=0),
+        output_tokens=o.integer("output_tokens", lo=0),
+        cache_read_tokens=o.integer("cache_read_tokens", lo=0),
+        cache_write_tokens=o.integer("cache_write_tokens", lo=0),
+        cost_usd=o.number("cost_usd", lo=0),
+    )
+
+
+# --------------------------------------------------------------------------- launches
+
+
+def _validate_scorer(factory: FactoryView, file: str, key: str, spec: str) -> None:
+    kind, _, arg = spec.partition(":")
+    if kind == "workflow":
+        if not arg or not ID_RE.match(arg):
+            raise BenchInputError(file, key, f"'{spec}' needs an id: workflow:<id>")
+        py, yml = factory.root / "scorers" / f"{arg}.py", factory.root / "scorers" / f"{arg}.yaml"
+        if not (factory.exists(py) or factory.exists(yml)):
+            raise BenchInputError(
+                file,
+                key,
+                f"no user scorer 'scorers/{arg}.py' or 'scorers/{arg}.yaml' in the factory",
+            )
+        return
+    if kind not in BUILTIN_SCORERS or arg:
+        raise BenchInputError(
+            file,
+            key,
+            f"unknown scorer '{spec}'; {closest(spec, (*BUILTIN_SCORERS, 'workflow:<id>'))}",
+        )
+
+
+def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Launch:
+    """Load a launch file and everything it names; the factory is the launch's grandparent."""
+    path = Path(path).absolute()
+    root = Path(factory_root).absolute() if factory_root else _find_factory_root(path)
+    factory = FactoryView(root)
+    data = read_yaml(path, factory)
+    shown = factory.display(path)
+    f = _Fields(shown, data, LAUNCH_KEYS)
+    if f.str("kind", "BenchmarkLaunch") != "BenchmarkLaunch":
+        raise f.fail("kind", "must be 'BenchmarkLaunch'")
+    suite_name = f.str("suite", required=True) or ""
+    suite = load_suite(factory, suite_name)
+    all_tasks = load_tasks(factory, suite)
+    tasks = _filter_tasks(f, all_tasks)
+    repetitions = f.integer("repetitions", 2, 1, MAX_REPETITIONS) or 2
+    max_parallel = f.integer("max_parallel", 2, 1, 64) or 2
+    scorers = f.str_list("scorers", suite.scorers)
+    if not scorers:
+        raise f.fail("scorers", "needs at least one scorer, e.g. [checks]")
+    for i, s in enumerate(scorers):
+        _validate_scorer(factory, shown, f"scorers[{i}]", s)
+    judge = _judge(f)
+    if judge is None and any(s.split(":")[0] in ("rubric", "llm_judge") for s in scorers):
+        judge = Judge()
+    raw_configs = f.items("configs")
+    if not raw_configs:
+        raise f.fail("configs", f"needs 1 to {MAX_CONFIGS} configurations")
+    if len(raw_configs) > MAX_CONFIGS:
+        raise f.fail("configs", f"{len(raw_configs)} configurations; at most {MAX_CONFIGS}")
+    configs = [
+        _config(factory, suite, f, i, raw, max_parallel, path) for i, raw in enumerate(raw_configs)
+    ]
+    ids = [c.id for c in configs]
+    for i, cid in enumerate(ids):
+        if cid in ids[:i]:
+            raise f.fail(f"configs[{i}].id", f"duplicate configuration id '{cid}'")
+    launch = Launch(
+        name=path.stem,
+        suite=suite,
+        configs=tuple(configs),
+        tasks=tuple(tasks),
+        repetitions=repetitions,
+        scorers=scorers,
+        judge=judge,
+        include_baseline=f.bool("include_baseline"),
+        max_parallel=max_parallel,
+        ci=_ci(f),
+        factory_root=root,
+        source_file=shown,
+    )
+    if "ci" in scorers and launch.ci is None:
+        raise f.fail("ci", "the `ci` scorer needs ci: {remote, repo} to push trial branches to")
+    if launch.trial_count > MAX_TRIALS:
+        raise f.fail(
+            "repetitions",
+            f"{len(tasks)} tasks x {len(configs)} configs x {repetitions} repetitions = "
+            f"{launch.trial_count} trials; a launch runs at most {MAX_TRIALS} "
+            "(filter with `tasks`/`tags` or lower `repetitions`)",
+        )
+    return launch
+
+
+def _find_factory_root(launch_path: Path) -> Path:
+    for parent in launch_path.parents:
+        if (parent / "agents").is_dir() and (parent / "benchmarks").is_dir():
+            return parent
+    raise BenchInputError(
+        str(launch_path),
+        None,
+        "not inside a factory (no parent folder holds agents/ and benchmarks/)",
+    )
+
+
+def _filter_tasks(f: _Fields, tasks: list[Task]) -> list[Task]:
+    wanted = f.str_list("tasks")
+    tags = set(f.str_list("tags"))
+    by_id = {t.id: t for t in tasks}
+    for i, tid in enumerate(wanted):
+        if tid not in by_id:
+            raise f.fail(f"tasks[{i}]", f"no task '{tid}' in the suite; {closest(tid, by_id)}")
+    selected = [by_id[t] for t in wanted] if wanted else tasks
+    if tags:
+        selected = [t for t in selected if tags & (set(t.tags) or {UNTAGGED})]
+        if not selected:
+            raise f.fail("tags", f"no task has any of the tags {sorted(tags)}")
+    return selected
+
+
+def _config(
+    factory: FactoryView,
+    suite: Suite,
+    f: _Fields,
+    i: int,
+    raw: Any,
+    default_parallel: int,
+    launch_path: Path,
+) -> Config:
+    if not isinstance(raw, dict):
+        raise f.fail(f"configs[{i}]", "expected a mapping {id, ...overrides}")
+    c = _Fields(f.file, raw, CONFIG_KEYS, f"configs[{i}].")
+    cid = _check_id(c, "id", c.str("id", required=True) or "")
+    agent_name = c.str("agent", suite.agent) or suite.agent
+    factory_ref = c.str("factory_ref")
+    factory_sha = None
+    live = load_agent(factory, agent_name, suite.defaults)
+    if factory_ref is not None:
+        from bench_pipeline.formats.refs import agent_at_ref
+
+        spec, factory_sha = agent_at_ref(factory, agent_name, factory_ref, suite.defaults, c)
+        _refuse_widening(c, spec, live)
+    else:
+        spec = live
+    overrides: dict[str, Any] = {
+        "model": c.str("model"),
+        "effort": c.choice("effort", EFFORTS),
+        "budget_usd": c.number("budget_usd", lo=0),
+        "max_iterations": c.integer("max_iterations", lo=1, hi=10),
+        "max_turns": c.integer("max_turns", lo=1, hi=1000),
+        "timeout_seconds": c.number("timeout_seconds", lo=1, hi=86400),
+        "url": c.str("url"),
+        "base_url": c.str("base_url"),
+        "preset": c.choice("preset", ("claude-code", "codex")),
+        "command": c.argv("command") or None,
+        # Paths in a launch are relative to the launch file, like every factory path.
+        "system_prompt": _frozen(factory, launch_path, c, "system_prompt"),
+        "skills": tuple(_frozen_list(factory, launch_path, c, "skills")) or None,
+    }
+    spec = spec.with_overrides(**overrides)
+    return Config(
+        id=cid,
+        agent=spec,
+        max_parallel=c.integer("max_parallel", default_parallel, 1, 64) or default_parallel,
+        factory_ref=factory_ref,
+        factory_sha=factory_sha,
+        overrides=tuple((k, v) for k, v in raw.items() if k != "id"),
+    )
+
+
+def _refuse_widening(c: _Fields, at_ref: AgentSpec, live: AgentSpec) -> None:
+    wider_tools = set(at_ref.tools) - set(live.tools)
+    if wider_tools:
+        raise c.fail(
+            "factory_ref",
+            f"the agent at this ref allows tools {sorted(wider_tools)} that the live agent "
+            f"does not; a factory_ref may not widen tools",
+        )
+    wider_env = set(at_ref.env) - set(live.env)
+    if wider_env:
+        raise c.fail(
+            "factory_ref",
+            f"the agent at this ref passes variables {sorted(wider_env)} that the live agent "
+            f"does not; a factory_ref may not widen env",
+        )
+
+
+def _judge(f: _Fields) -> Judge | None:
+    raw = f.get("judge")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.fail("judge", "expected a mapping {model, effort, criteria}")
+    j = _Fields(f.file, raw, JUDGE_KEYS, "judge.")
+    criteria = []
+    for i, item in enumerate(j.items("criteria")):
+        if isinstance(item, str):
+            item = {"id": item}
+        if not isinstance(item, dict):
+            raise j.fail(f"criteria[{i}]", "expected {id, weight, prompt}")
+        c = _Fields(f.file, item, CRITERION_KEYS, f"judge.criteria[{i}].")
+        cid = _check_id(c, "id", c.str("id", required=True) or "")
+        prompt = c.str("prompt")
+        if cid not in BUILTIN_CRITERIA and not prompt:
+            raise c.fail(
+                "prompt",
+                f"criterion '{cid}' is not built in ({', '.join(BUILTIN_CRITERIA)}); give it a prompt",
+            )
+        criteria.append(JudgeCriterion(cid, c.number("weight", 1.0, 0) or 0.0, prompt))
+    return Judge(
+        model=j.str("model", "claude-sonnet-4-5") or "claude-sonnet-4-5",
+        effort=j.choice("effort", EFFORTS),
+        criteria=tuple(criteria),
+        scale_max=j.number("scale_max", 1.0, 1) or 1.0,
+        base_url=j.str("base_url"),
+        api_key_env=j.str("api_key_env", "ANTHROPIC_API_KEY") or "ANTHROPIC_API_KEY",
+    )
+
+
+def _ci(f: _Fields) -> CISettings | None:
+    raw = f.get("ci")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.fail("ci", "expected a mapping {remote, repo, api_url, token_env, timeout_seconds}")
+    c = _Fields(f.file, raw, CI_KEYS, "ci.")
+    repo = c.str("repo", required=True) or ""
+    if not re.match(r"^[\w.-]+/[\w.-]+$", repo):
+        raise c.fail("repo", f"'{repo}' must be owner/name")
+    return CISettings(
+        remote=c.str("remote", required=True) or "",
+        repo=repo,
+        api_url=c.str("api_url", "https://api.github.com") or "https://api.github.com",
+        token_env=c.str("token_env", "GITHUB_TOKEN") or "GITHUB_TOKEN",
+        timeout_seconds=c.number("timeout_seconds", 3600.0, 1) or 3600.0,
+        default_branch=c.str("default_branch", "main") or "main",
+    )

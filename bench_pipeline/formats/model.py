@@ -1,0 +1,256 @@
+"""Frozen, validated views of the factory files. Built only by `formats.loader`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+AGENT_KINDS = ("anthropic", "command", "http-chat", "reference", "replay", "noop")
+EFFORTS = ("low", "medium", "high")
+TOOLS = ("list_files", "read_file", "write_file", "edit_file", "run_command")
+BUILTIN_SCORERS = ("checks", "assert", "rubric", "llm_judge", "ci")
+BUILTIN_CRITERIA = ("correctness", "efficiency", "verbosity")
+ASSERT_TYPES = (
+    "contains",
+    "not_contains",
+    "regex",
+    "min_links",
+    "min_urls",
+    "valid_urls",
+    "min_chars",
+    "max_elapsed_ms",
+    "max_completion_tokens",
+    "max_cost_usd",
+)
+UNTAGGED = "-"  # reserved: the bucket of tasks without tags
+MAX_TRIALS, MAX_TASKS, MAX_CONFIGS, MAX_REPETITIONS = 500, 100, 8, 10
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def content_hash(value: Any, length: int = 16) -> str:
+    """Stable hash of JSON-able content (sorted keys), used for revisions and config hashes."""
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class FrozenText:
+    """A prompt or skill file frozen at launch: its text and hash travel with the run."""
+
+    path: str  # relative to the factory root
+    text: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    kind: str
+    model: str | None = None
+    effort: str | None = None
+    system_prompt: FrozenText | None = None
+    skills: tuple[FrozenText, ...] = ()
+    tools: tuple[str, ...] = TOOLS
+    budget_usd: float | None = None
+    max_iterations: int = 1
+    max_turns: int = 50
+    timeout_seconds: float = 1800.0
+    env: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    preset: str | None = None  # command agents: claude-code | codex
+    url: str | None = None
+    api_key_env: str | None = None
+    base_url: str | None = None  # anthropic: API base URL (a proxy or a test server)
+    max_output_tokens: int = 8192
+    source_file: str = ""
+
+    def with_overrides(self, **overrides: Any) -> AgentSpec:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def frozen_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("source_file", None)
+        return d
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    description: str
+    command: tuple[str, ...]
+    files: tuple[str, ...]  # relative to the suite directory
+    timeout_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class Assertion:
+    type: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Turn:
+    user: str
+    asserts: tuple[Assertion, ...] = ()
+
+
+@dataclass(frozen=True)
+class Original:
+    """The answer the factory really gave, replayed as the baseline."""
+
+    patch: str | None = None  # patch text (read from the file at load time)
+    patch_file: str | None = None
+    text: str | None = None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    suite: str
+    title: str
+    prompt: str
+    repo: str | None  # resolved: absolute path or URL; None for text tasks
+    base_ref: str | None
+    base_sha: str | None  # resolved at load time
+    tags: tuple[str, ...] = ()
+    difficulty: str | None = None
+    holdout: bool = False
+    reference_patch: str | None = None  # relative to the suite directory
+    criteria: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+    asserts: tuple[Assertion, ...] = ()
+    turns: tuple[Turn, ...] = ()
+    original: Original | None = None
+    source_file: str = ""
+
+    @property
+    def is_text(self) -> bool:
+        return self.repo is None
+
+    @property
+    def input_files(self) -> tuple[str, ...]:
+        """Suite-relative files snapshotted before any agent runs."""
+        files = [f for c in self.checks for f in c.files]
+        if self.reference_patch:
+            files.append(self.reference_patch)
+        return tuple(dict.fromkeys(files))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    overall: float = 0.05
+    cost: float = 0.25
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    title: str
+    agent: str
+    repo: str | None
+    directory: Path
+    defaults: dict[str, Any] = field(default_factory=dict)
+    prepare_commands: tuple[tuple[str, ...], ...] = ()
+    tolerance: Tolerance = Tolerance()
+    nightly: bool = False
+    nightly_cron: str = "0 2 * * *"
+    notify: str | None = None
+    scorers: tuple[str, ...] = ("checks",)
+
+
+@dataclass(frozen=True)
+class JudgeCriterion:
+    id: str
+    weight: float = 1.0
+    prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class Judge:
+    model: str = "claude-sonnet-4-5"
+    effort: str | None = None
+    criteria: tuple[JudgeCriterion, ...] = ()
+    scale_max: float = 1.0
+    base_url: str | None = None
+    api_key_env: str = "ANTHROPIC_API_KEY"
+
+
+@dataclass(frozen=True)
+class CISettings:
+    remote: str  # git URL or path the trial branches are pushed to
+    repo: str  # "owner/name" for the checks API
+    api_url: str = "https://api.github.com"
+    token_env: str = "GITHUB_TOKEN"
+    timeout_seconds: float = 3600.0
+    default_branch: str = "main"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration of a launch: an agent with its overrides, frozen."""
+
+    id: str
+    agent: AgentSpec
+    max_parallel: int = 2
+    factory_ref: str | None = None
+    factory_sha: str | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def hash(self) -> str:
+        return content_hash({"agent": self.agent.frozen_dict(), "factory_sha": self.factory_sha})
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str
+    suite: Suite
+    configs: tuple[Config, ...]
+    tasks: tuple[Task, ...]  # after the tasks/tags filters
+    repetitions: int = 2
+    scorers: tuple[str, ...] = ("checks",)
+    judge: Judge | None = None
+    include_baseline: bool = False
+    max_parallel: int = 2
+    ci: CISettings | None = None
+    factory_root: Path = Path(".")
+    source_file: str = ""
+
+    @property
+    def trial_count(self) -> int:
+        return len(self.tasks) * len(self.configs) * self.repetitions
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens, per model."""
+
+    rates: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def cost(
+        self,
+        model: str | None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float | None:
+        """Cost of the tokens, or None when the model has no price (unknown, never zero)."""
+        rate = self.rates.get(model or "")
+        if rate is None:
+            return None
+        return (
+            input_tokens * rate["input"]
+            + output_tokens * rate["output"]
+            + cache_read_tokens * rate.get("cache_read", rate["input"])
+            + cache_write_tokens * rate.get("cache_write", rate["input"])
+        ) / 1_000_000

@@ -1,0 +1,280 @@
+"""Paired comparison of a candidate config against a baseline.
+
+The baseline is another config of the same run or the same config id in another run. Trials
+pair by (task_id, repetition); only pairs present on both sides count.
+
+`paired_trials(trials, scores, candidate, baseline, *, candidate_run_id=None,
+baseline_run_id=None, per_trial=None)` -> one row per pair: `task_id`, `repetition`,
+`holdout`, `candidate_trial_id`, `baseline_trial_id`, `candidate_outcome`,
+`baseline_outcome`, `candidate_pass`, `baseline_pass` (nullable booleans: primary scorer == 1),
+`candidate_cost_usd`, `baseline_cost_usd`, `candidate_duration_seconds`,
+`baseline_duration_seconds`, `excluded` (null | "infrastructure": either outcome is
+invalidated/workspace_error or either primary score is inconclusive | "unscored": either primary
+score is error/missing/not_scored).
+
+`paired_comparison(...)` (same arguments) -> dict with `candidate_config`,
+`candidate_run_id`, `baseline_config`, `baseline_run_id`, `primary_scorer`, `pairs_matched`
+(all pairs), `pairs` (counted: not holdout, not excluded) = `both_pass` + `candidate_only` +
+`baseline_only` + `neither`; `infra_excluded`, `unscored_excluded` (over all pairs, holdout
+included); `holdout_pairs`, `holdout_both_pass`, `holdout_candidate_only`,
+`holdout_baseline_only`, `holdout_neither` (holdout pairs not excluded); `unpaired_candidate`,
+`unpaired_baseline` (trials without a partner); `tasks` (unique tasks among counted pairs),
+`candidate_tasks_all_pass`, `baseline_tasks_all_pass` (tasks whose every counted repetition
+passed on that side); `sign_wins`, `sign_losses`, `sign_ties`, `sign_test_p` (two-sided exact
+sign test over unique tasks: per task the sign of candidate passes minus baseline passes;
+ties dropped; p = min(1, 2 * P(Bin(n, .5) <= min(wins, losses)))); `cost_pairs`,
+`cost_delta_mean_usd` (mean candidate - baseline cost over counted pairs where both succeeded
+and both costs are known), `duration_pairs`, `duration_delta_mean_seconds` (same, both
+durations known); `candidate_spend_usd`, `baseline_spend_usd` (all counted trials, failed
+ones included; null when any cost is unknown), `candidate_cost_per_accepted_usd`,
+`baseline_cost_per_accepted_usd` (spend / passing trials; null when spend unknown or no pass).
+
+`compare_all(trials, scores, baseline_config=None, *, per_trial=None)` -> one row per other
+config of ONE run, columns as the dict above; the baseline defaults to the is_baseline config,
+else the first config in trial order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench_pipeline.tables import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
+
+from ._common import nan_to_none, single_run
+from .scores import trial_overall
+
+SIDE_COLUMNS = ["trial_id", "outcome", "passed", "primary_status", "cost_usd", "duration_seconds"]
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: min(1, 2 * P(Bin(n, 1/2) <= min(wins, losses)))."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def _side(pt: pd.DataFrame, config_id: str, run_id: str | None, role: str) -> pd.DataFrame:
+    mask = (pt["config_id"] == config_id).to_numpy(dtype=bool)
+    if run_id is not None:
+        mask &= (pt["run_id"] == run_id).to_numpy(dtype=bool)
+    sub = pt.loc[mask]
+    runs = pd.unique(sub["run_id"].to_numpy())
+    if len(runs) > 1:
+        raise ValueError(
+            f"{role} config {config_id!r} appears in {len(runs)} runs; pass {role}_run_id"
+        )
+    if len(sub) == 0:
+        raise ValueError(
+            f"{role} config {config_id!r} has no trials" + (f" in run {run_id!r}" if run_id else "")
+        )
+    return sub
+
+
+def paired_trials(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    candidate: str,
+    baseline: str,
+    *,
+    candidate_run_id: str | None = None,
+    baseline_run_id: str | None = None,
+    per_trial: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per (task_id, repetition) present on both sides (see module doc)."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    return _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id)[0]
+
+
+def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=True):
+    cand = _side(pt, candidate, candidate_run_id, "candidate")
+    base = _side(pt, baseline, baseline_run_id, "baseline")
+
+    def frame(sub: pd.DataFrame, prefix: str) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {
+                "task_id": sub["task_id"].to_numpy(),
+                "repetition": sub["repetition"].to_numpy(),
+                f"{prefix}_holdout": sub["holdout"].fillna(False).astype(bool).to_numpy()
+                if "holdout" in sub
+                else False,
+            }
+        )
+        for col in SIDE_COLUMNS:
+            if col == "trial_id" and not with_ids:
+                continue
+            values = sub[col] if col in sub else pd.Series(np.nan, index=sub.index)
+            name = {"trial_id": "trial_id", "passed": "pass"}.get(col, col)
+            out[f"{prefix}_{name}"] = values.to_numpy() if col != "passed" else values.array
+        return out
+
+    c, b = frame(cand, "candidate"), frame(base, "baseline")
+    pairs = c.merge(b, on=["task_id", "repetition"], how="inner")
+    pairs["holdout"] = pairs.pop("candidate_holdout") | pairs.pop("baseline_holdout")
+    infra = (
+        pairs["candidate_outcome"].isin(INFRA_OUTCOMES)
+        | pairs["baseline_outcome"].isin(INFRA_OUTCOMES)
+        | (pairs["candidate_primary_status"].astype(object) == SCORE_INCONCLUSIVE)
+        | (pairs["baseline_primary_status"].astype(object) == SCORE_INCONCLUSIVE)
+    )
+    unscored = pairs["candidate_pass"].isna() | pairs["baseline_pass"].isna()
+    pairs["excluded"] = np.where(infra, "infrastructure", np.where(unscored, "unscored", None))
+    pairs["excluded"] = pairs["excluded"].astype(object).where(infra | unscored, None)
+    pairs = pairs.sort_values(["task_id", "repetition"]).reset_index(drop=True)
+    pairs["task_id"] = pairs["task_id"].astype(object) if with_ids else pairs["task_id"]
+    cols = [
+        "task_id",
+        "repetition",
+        "holdout",
+        "candidate_trial_id",
+        "baseline_trial_id",
+        "candidate_outcome",
+        "baseline_outcome",
+        "candidate_pass",
+        "baseline_pass",
+        "candidate_cost_usd",
+        "baseline_cost_usd",
+        "candidate_duration_seconds",
+        "baseline_duration_seconds",
+        "excluded",
+    ]
+    meta = {
+        "candidate_run_id": str(cand["run_id"].astype(object).iloc[0]),
+        "baseline_run_id": str(base["run_id"].astype(object).iloc[0]),
+        "unpaired_candidate": len(c) - len(pairs),
+        "unpaired_baseline": len(b) - len(pairs),
+        "primary_scorer": nan_to_none(cand["primary_scorer"].astype(object).iloc[0]),
+    }
+    return pairs[[c for c in cols if c in pairs.columns]], meta
+
+
+def _counts(cp: np.ndarray, bp: np.ndarray, prefix: str = "") -> dict[str, int]:
+    return {
+        f"{prefix}both_pass": int((cp & bp).sum()),
+        f"{prefix}candidate_only": int((cp & ~bp).sum()),
+        f"{prefix}baseline_only": int((~cp & bp).sum()),
+        f"{prefix}neither": int((~cp & ~bp).sum()),
+    }
+
+
+def _spend(cost: pd.Series, passes: int) -> tuple[float | None, float | None]:
+    if len(cost) == 0 or cost.isna().any():
+        return None, None
+    total = float(cost.sum())
+    return total, (total / passes if passes else None)
+
+
+def paired_comparison(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    candidate: str,
+    baseline: str,
+    *,
+    candidate_run_id: str | None = None,
+    baseline_run_id: str | None = None,
+    per_trial: pd.DataFrame | None = None,
+) -> dict:
+    """Paired counts, sign test and deltas of candidate vs baseline (see module doc)."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    pairs, meta = _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=False)
+    return summarize_pairs(pairs, candidate, baseline, meta)
+
+
+def summarize_pairs(pairs: pd.DataFrame, candidate: str, baseline: str, meta: dict) -> dict:
+    """The summary dict of paired_comparison from a paired_trials frame."""
+    kept = pairs.loc[pairs["excluded"].isna()]
+    main = kept.loc[~kept["holdout"].astype(bool)]
+    hold = kept.loc[kept["holdout"].astype(bool)]
+    cp = main["candidate_pass"].to_numpy(dtype=bool)
+    bp = main["baseline_pass"].to_numpy(dtype=bool)
+    hcp = hold["candidate_pass"].to_numpy(dtype=bool)
+    hbp = hold["baseline_pass"].to_numpy(dtype=bool)
+    per_task = (
+        pd.DataFrame({"task": main["task_id"].to_numpy(), "c": cp.astype(int), "b": bp.astype(int)})
+        .groupby("task", observed=True)
+        .agg(c=("c", "sum"), b=("b", "sum"), n=("c", "size"))
+    )
+    diff = per_task["c"] - per_task["b"]
+    wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
+    both_ok = (main["candidate_outcome"] == OUTCOME_SUCCEEDED) & (
+        main["baseline_outcome"] == OUTCOME_SUCCEEDED
+    )
+    cost_ok = both_ok & main["candidate_cost_usd"].notna() & main["baseline_cost_usd"].notna()
+    dur_ok = (
+        both_ok
+        & main["candidate_duration_seconds"].notna()
+        & main["baseline_duration_seconds"].notna()
+    )
+    cost_delta = main.loc[cost_ok, "candidate_cost_usd"] - main.loc[cost_ok, "baseline_cost_usd"]
+    dur_delta = (
+        main.loc[dur_ok, "candidate_duration_seconds"]
+        - main.loc[dur_ok, "baseline_duration_seconds"]
+    )
+    c_spend, c_per = _spend(main["candidate_cost_usd"].astype(float), int(cp.sum()))
+    b_spend, b_per = _spend(main["baseline_cost_usd"].astype(float), int(bp.sum()))
+    excluded = pairs["excluded"]
+    return {
+        "candidate_config": candidate,
+        "candidate_run_id": meta["candidate_run_id"],
+        "baseline_config": baseline,
+        "baseline_run_id": meta["baseline_run_id"],
+        "primary_scorer": meta["primary_scorer"],
+        "pairs_matched": len(pairs),
+        "pairs": len(main),
+        **_counts(cp, bp),
+        "infra_excluded": int((excluded == "infrastructure").sum()),
+        "unscored_excluded": int((excluded == "unscored").sum()),
+        "holdout_pairs": len(hold),
+        **_counts(hcp, hbp, "holdout_"),
+        "unpaired_candidate": meta["unpaired_candidate"],
+        "unpaired_baseline": meta["unpaired_baseline"],
+        "tasks": len(per_task),
+        "candidate_tasks_all_pass": int((per_task["c"] == per_task["n"]).sum()),
+        "baseline_tasks_all_pass": int((per_task["b"] == per_task["n"]).sum()),
+        "sign_wins": wins,
+        "sign_losses": losses,
+        "sign_ties": int((diff == 0).sum()),
+        "sign_test_p": sign_test_p(wins, losses),
+        "cost_pairs": int(cost_ok.sum()),
+        "cost_delta_mean_usd": float(cost_delta.mean()) if len(cost_delta) else None,
+        "duration_pairs": int(dur_ok.sum()),
+        "duration_delta_mean_seconds": float(dur_delta.mean()) if len(dur_delta) else None,
+        "candidate_spend_usd": c_spend,
+        "baseline_spend_usd": b_spend,
+        "candidate_cost_per_accepted_usd": c_per,
+        "baseline_cost_per_accepted_usd": b_per,
+    }
+
+
+def compare_all(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    baseline_config: str | None = None,
+    *,
+    per_trial: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Every other config of one run against the baseline config, one row each."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    single_run(pt, "compare_all")
+    configs = [str(c) for c in pd.unique(pt["config_id"].to_numpy())]
+    if baseline_config is None:
+        base_rows = (
+            pt.loc[pt["is_baseline"].fillna(False).astype(bool)]
+            if "is_baseline" in pt
+            else pt.iloc[:0]
+        )
+        baseline_config = (
+            str(base_rows["config_id"].astype(object).iloc[0])
+            if len(base_rows)
+            else (configs[0] if configs else None)
+        )
+    rows = [
+        paired_comparison(trials, scores, str(cfg), str(baseline_config), per_trial=pt)
+        for cfg in configs
+        if cfg != baseline_config
+    ]
+    return pd.DataFrame(rows)

@@ -1,0 +1,164 @@
+"""The scorer interface (Inspect AI's 'scorer'): grade one finished trial from its evidence.
+
+Scorers never rerun agents and never need the workspace: everything they read is in the
+trial's evidence (patch, answer, turns, check results, transcript). That is what makes
+rescoring a cheap backfill of the score partitions.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bench_pipeline.formats.model import Config, Judge, Prices, Task
+from bench_pipeline.tables import (
+    SCORE_ERROR,
+    SCORE_INCONCLUSIVE,
+    SCORE_MISSING,
+    SCORE_NOT_SCORED,
+    SCORE_SCORED,
+)
+
+__all__ = [
+    "SCORE_ERROR",
+    "SCORE_INCONCLUSIVE",
+    "SCORE_MISSING",
+    "SCORE_NOT_SCORED",
+    "SCORE_SCORED",
+    "ScoreResult",
+    "Scorer",
+    "ScorerContext",
+    "TrialEvidence",
+    "register_scorer",
+    "make_scorer",
+]
+
+
+@dataclass
+class ScoreResult:
+    scorer: str  # "checks", "llm_judge:efficiency", "workflow:lint"
+    status: str
+    value: float | None = None  # normalized to [0, 1]; None unless scored
+    reason: str = ""
+    raw_value: float | None = None
+    scale_max: float = 1.0
+    weight: float = 1.0
+    group: str | None = None  # defaults to the scorer name; "llm_judge" for every criterion
+    cost_usd: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def scored(cls, scorer: str, raw: float, scale_max: float = 1.0, **kw: Any) -> ScoreResult:
+        value = max(0.0, min(1.0, raw / scale_max)) if scale_max else raw
+        return cls(scorer, SCORE_SCORED, value, raw_value=raw, scale_max=scale_max, **kw)
+
+
+@dataclass
+class TrialEvidence:
+    """Everything a scorer may read about one finished trial (loaded from its evidence dir)."""
+
+    run_id: str
+    trial_id: str
+    task: Task
+    config: Config
+    repetition: int
+    outcome: str
+    error: str | None
+    evidence_dir: Path
+    iterations: int = 1
+    patch: str | None = None  # changes.patch (None for text tasks)
+    answer: str | None = None  # final text answer
+    turns: list[dict[str, Any]] = field(default_factory=list)  # per-turn: user, response, ...
+    checks: list[dict[str, Any]] = field(default_factory=list)  # final attempt's check results
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    cost_usd: float | None = None
+    duration_seconds: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def transcript_path(self) -> Path:
+        return self.evidence_dir / "transcript.jsonl"
+
+    @property
+    def reference_patch(self) -> str | None:
+        path = self.evidence_dir / "inputs" / (self.task.reference_patch or "")
+        return path.read_text() if self.task.reference_patch and path.is_file() else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The evidence handed to user scorers (workflow:<id>)."""
+        return {
+            "run_id": self.run_id,
+            "trial_id": self.trial_id,
+            "task": {
+                "id": self.task.id,
+                "title": self.task.title,
+                "prompt": self.task.prompt,
+                "criteria": list(self.task.criteria),
+                "tags": list(self.task.tags),
+            },
+            "config": {"id": self.config.id, "hash": self.config.hash, **_jsonable(self.config)},
+            "repetition": self.repetition,
+            "outcome": self.outcome,
+            "error": self.error,
+            "iterations": self.iterations,
+            "diff": self.patch,
+            "answer": self.answer,
+            "turns": self.turns,
+            "checks": self.checks,
+            "transcript_path": str(self.transcript_path),
+            "evidence_dir": str(self.evidence_dir),
+            "cost_usd": self.cost_usd,
+            "duration_seconds": self.duration_seconds,
+        }
+
+
+def _jsonable(config: Config) -> dict[str, Any]:
+    spec = config.agent
+    return json.loads(
+        json.dumps(
+            {"agent": spec.name, "kind": spec.kind, "model": spec.model, "effort": spec.effort},
+            default=str,
+        )
+    )
+
+
+@dataclass
+class ScorerContext:
+    """Run-wide settings a scorer may need."""
+
+    judge: Judge | None
+    prices: Prices
+    factory_root: Path
+    config_models: tuple[str, ...] = ()  # models of the run's configs (judge-grades-itself flag)
+    environ: dict[str, str] = field(default_factory=dict)  # where API keys are read from
+
+
+class Scorer(ABC):
+    name: ClassVar[str]  # registry key: "checks", "llm_judge", "workflow" (for workflow:<id>)
+
+    def __init__(self, context: ScorerContext, arg: str | None = None):
+        self.context = context
+        self.arg = arg  # "<id>" of "workflow:<id>"
+
+    def preflight(self) -> None:  # noqa: B027 - optional hook
+        """Refuse early (BenchInputError) what would fail for every trial, e.g. a missing key."""
+
+    @abstractmethod
+    def score(self, trial: TrialEvidence) -> list[ScoreResult]: ...
+
+
+SCORER_KINDS: dict[str, type[Scorer]] = {}
+
+
+def register_scorer(cls: type[Scorer]) -> type[Scorer]:
+    SCORER_KINDS[cls.name] = cls
+    return cls
+
+
+def make_scorer(spec: str, context: ScorerContext) -> Scorer:
+    """`spec` is a launch's scorer entry: "checks" or "workflow:<id>"."""
+    kind, _, arg = spec.partition(":")
+    return SCORER_KINDS[kind](context, arg or None)

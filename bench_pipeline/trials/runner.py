@@ -1,0 +1,474 @@
+"""One trial: fresh workspace -> attempts of (agent, checks) -> evidence and a result row.
+
+This is plain Python with no Dagster import; the Dagster trial partitions and the CLI both
+call `run_trials`, which runs a batch concurrently up to `max_parallel`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline import __version__
+from bench_pipeline.agents import make_agent
+from bench_pipeline.agents.base import BUDGET, COMPLETED, MAX_TURNS, TIMEOUT, AgentRequest, Usage
+from bench_pipeline.agents.offline import NotApplicable
+from bench_pipeline.formats.model import Check, Config, Prices, Task
+from bench_pipeline.formats.taskset import FrozenTaskSet
+from bench_pipeline.tables import (
+    OUTCOME_AGENT_ERROR,
+    OUTCOME_BUDGET,
+    OUTCOME_CANCELLED,
+    OUTCOME_INVALIDATED,
+    OUTCOME_NOT_APPLICABLE,
+    OUTCOME_SUCCEEDED,
+    OUTCOME_WORKSPACE_ERROR,
+)
+from bench_pipeline.trials.transcript import Transcript
+from bench_pipeline.workspace.process import CommandResult, run_command, scrubbed_env
+from bench_pipeline.workspace.repo import (
+    WorkspaceError,
+    create_workspace,
+    diff_against,
+    remove_workspace,
+)
+from bench_pipeline.workspace.snapshot import changed_inputs, snapshot_inputs
+
+PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
+FINDING_OUTPUT_CHARS = 2000
+# Environment variable names whose values are secrets wherever they appear.
+SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    task: Task
+    config: Config
+    repetition: int
+    is_baseline: bool = False
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.task.id}/{self.config.id}/{self.repetition}"
+
+
+@dataclass
+class TrialContext:
+    """Run-wide facts every trial of a benchmark run shares."""
+
+    run_id: str
+    suite: str
+    suite_dir: Path
+    taskset: FrozenTaskSet
+    prices: Prices
+    evidence_root: Path  # <evidence>/<run_id>
+    work_root: Path  # where workspaces are made; removed after each trial
+    prepare_commands: tuple[tuple[str, ...], ...] = ()
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cancelled: Callable[[], bool] = lambda: False
+    keep_workspaces: bool = False
+    attempt_no: int = 1
+    on_trial_done: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
+
+    def secrets(self) -> list[str]:
+        return [v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)]
+
+
+@dataclass
+class TrialOutcome:
+    row: dict[str, Any]  # a TRIALS row
+    checks: list[dict[str, Any]]  # CHECK_RESULTS rows (every attempt)
+
+
+def run_trials(
+    ctx: TrialContext, specs: Iterable[TrialSpec], max_parallel: int
+) -> list[TrialOutcome]:
+    """Run trials concurrently (threads: the work is in child processes) in the given order."""
+    specs = list(specs)
+    if max_parallel <= 1 or len(specs) <= 1:
+        return [run_trial(ctx, s) for s in specs]
+    with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="trial") as pool:
+        return list(pool.map(lambda s: run_trial(ctx, s), specs))
+
+
+def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
+    """Run one trial. Never raises for a trial-level problem: it becomes the trial's outcome."""
+    started_at = datetime.now(UTC)
+    start = time.monotonic()
+    task, config = spec.task, spec.config
+    trial_dir = ctx.evidence_root / task.id / config.id / f"rep{spec.repetition}"
+    if trial_dir.exists():  # a crashed earlier attempt of this trial: start clean
+        shutil.rmtree(trial_dir)
+    trial_dir.mkdir(parents=True)
+    transcript = Transcript(trial_dir / "transcript.jsonl", ctx.secrets())
+    state = _TrialState(ctx, spec, trial_dir, transcript, start)
+    try:
+        state.execute()
+    except Exception as exc:  # a bug in an agent or in us: keep the trial, record why
+        state.outcome = (
+            OUTCOME_WORKSPACE_ERROR if isinstance(exc, WorkspaceError) else OUTCOME_AGENT_ERROR
+        )
+        state.error = f"{type(exc).__name__}: {exc}"
+        (trial_dir / "error.txt").write_text(transcript.redact(traceback.format_exc()))
+    finally:
+        if state.workspace is not None and not ctx.keep_workspaces:
+            remove_workspace(state.workspace.parent)
+    outcome = state.finish(started_at, time.monotonic() - start)
+    if ctx.on_trial_done:
+        ctx.on_trial_done(outcome.row, outcome.checks)
+    return outcome
+
+
+class _TrialState:
+    def __init__(
+        self,
+        ctx: TrialContext,
+        spec: TrialSpec,
+        trial_dir: Path,
+        transcript: Transcript,
+        start: float,
+    ):
+        self.ctx, self.spec, self.dir, self.transcript = ctx, spec, trial_dir, transcript
+        self.agent_spec = spec.config.agent
+        self.deadline = start + self.agent_spec.timeout_seconds
+        self.inputs_dir = trial_dir / "inputs"
+        self.input_hashes = ctx.taskset.input_hashes.get(spec.task.id, {})
+        self.home = trial_dir / "home"
+        self.workspace: Path | None = None
+        self.usage = Usage()
+        self.outcome = OUTCOME_SUCCEEDED
+        self.error: str | None = None
+        self.iterations = 0
+        self.retries = 0
+        self.agent_seconds = 0.0
+        self.grading_seconds = 0.0
+        self.attempts: list[dict[str, Any]] = []
+        self.check_rows: list[dict[str, Any]] = []
+        self.final_checks: list[dict[str, Any]] = []
+        self.answer: str | None = None
+        self.turns: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------- steps
+
+    def execute(self) -> None:
+        task = self.spec.task
+        self.home.mkdir()
+        snapshot_inputs(self.ctx.suite_dir, self.input_hashes, self.inputs_dir)
+        if not task.is_text:
+            assert task.repo and task.base_sha
+            ws_root = (
+                self.ctx.work_root
+                / self.ctx.run_id
+                / task.id
+                / self.spec.config.id
+                / f"rep{self.spec.repetition}"
+            )
+            self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
+            self._prepare()
+            if self.outcome != OUTCOME_SUCCEEDED:
+                return
+        agent = make_agent(self.agent_spec)
+        state: dict[str, Any] = {}
+        prompt = task.prompt
+        for attempt in range(1, self.agent_spec.max_iterations + 1):
+            if self.ctx.cancelled():
+                self._set(OUTCOME_CANCELLED, "cancelled before the attempt started")
+                return
+            self.iterations = attempt
+            if not self._run_agent(agent, attempt, prompt, state):
+                return
+            if task.is_text or not task.checks:
+                return
+            checks = self._grade(attempt)
+            if self.outcome != OUTCOME_SUCCEEDED:
+                return
+            failing = [c for c in checks if c["status"] != PASSED]
+            if not failing or attempt == self.agent_spec.max_iterations or not agent.takes_feedback:
+                return
+            prompt = findings_prompt(failing)
+            self.transcript.write("findings", attempt=attempt, prompt=prompt)
+
+    def _prepare(self) -> None:
+        env = scrubbed_env(home=self.home)
+        for i, argv in enumerate(self.ctx.prepare_commands):
+            result = run_command(
+                list(argv), self.workspace, env, max(self.deadline - time.monotonic(), 1)
+            )  # type: ignore[arg-type]
+            self._write(f"prepare-{i + 1}.log", result.output)
+            if result.exit_code != 0:
+                self._set(
+                    OUTCOME_WORKSPACE_ERROR,
+                    f"prepare command {list(argv)} exited {result.exit_code}",
+                )
+                return
+
+    def _run_agent(self, agent: Any, attempt: int, prompt: str, state: dict[str, Any]) -> bool:
+        """One attempt of the agent; False when the trial ends here (failure or not applicable)."""
+        env = scrubbed_env(allow=self.agent_spec.env, home=self.home)
+        request = AgentRequest(
+            task=self.spec.task,
+            agent=self.agent_spec,
+            workspace=self.workspace,
+            prompt=prompt,
+            attempt=attempt,
+            deadline=self.deadline,
+            spent_usd=self.usage.cost_usd if self.usage.cost_unknown_reason is None else None,
+            inputs_dir=self.inputs_dir,
+            evidence_dir=self.dir,
+            transcript=self.transcript,
+            prices=self.ctx.prices,
+            env=env,
+            state=state,
+            cancelled=self.ctx.cancelled,
+        )
+        t0 = time.monotonic()
+        self.transcript.write("attempt_start", attempt=attempt, prompt=prompt)
+        try:
+            result = agent.run(request)
+        except NotApplicable as exc:
+            self._set(OUTCOME_NOT_APPLICABLE, str(exc))
+            self.usage = Usage.unknown(f"not run: {exc.reason}")
+            return False
+        finally:
+            self.agent_seconds += time.monotonic() - t0
+        self.usage = self.usage + result.usage if self.iterations > 1 else result.usage
+        self.retries += result.retries
+        self.answer = result.answer if result.answer is not None else self.answer
+        self.turns = result.turns or self.turns
+        self.attempts.append(
+            {
+                "attempt": attempt,
+                "status": result.status,
+                "error": result.error,
+                "usage": asdict(result.usage),
+            }
+        )
+        self.transcript.write(
+            "attempt_end", attempt=attempt, status=result.status, error=result.error
+        )
+        if not self._inputs_intact("after the agent"):
+            return False
+        if self.ctx.cancelled():
+            self._set(OUTCOME_CANCELLED, "cancelled during the attempt")
+            return False
+        if result.status in (TIMEOUT, BUDGET, MAX_TURNS):
+            why = {
+                TIMEOUT: f"timeout: the trial exceeded {self.agent_spec.timeout_seconds:g} s",
+                BUDGET: f"budget: known spend above budget_usd {self.agent_spec.budget_usd}",
+                MAX_TURNS: f"max_turns: {self.agent_spec.max_turns} tool-use steps used",
+            }[result.status]
+            self._set(OUTCOME_BUDGET, result.error or why)
+            return False
+        if result.status != COMPLETED:
+            self._set(OUTCOME_AGENT_ERROR, result.error or f"agent ended with {result.status}")
+            return False
+        budget = self.agent_spec.budget_usd
+        if budget is not None and self.usage.cost_usd is not None and self.usage.cost_usd > budget:
+            self._set(
+                OUTCOME_BUDGET, f"budget: spent ${self.usage.cost_usd:.4f} > budget_usd {budget}"
+            )
+            return False
+        return True
+
+    def _grade(self, attempt: int) -> list[dict[str, Any]]:
+        t0 = time.monotonic()
+        if not self._inputs_intact("before grading"):
+            return []
+        checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
+        self.grading_seconds += time.monotonic() - t0
+        if not self._inputs_intact("after grading"):
+            return []
+        self.final_checks = checks
+        return checks
+
+    def _run_check(self, check: Check, attempt: int) -> dict[str, Any]:
+        result, status = execute_check(
+            check, self.inputs_dir, self.workspace, self.home, self.ctx.cancelled
+        )  # type: ignore[arg-type]
+        log = f"attempt{attempt}/checks/{check.id}.log"
+        self._write(log, result.output)
+        row = {
+            "id": check.id,
+            "description": check.description,
+            "status": status,
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "duration_seconds": round(result.duration_seconds, 4),
+            "output": self.transcript.redact(result.output[-FINDING_OUTPUT_CHARS:]),
+            "log": log,
+        }
+        self.check_rows.append(
+            {
+                "check_id": check.id,
+                "attempt": attempt,
+                "status": status,
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+                "duration_seconds": result.duration_seconds,
+            }
+        )
+        return row
+
+    def _inputs_intact(self, when: str) -> bool:
+        changed = changed_inputs(self.inputs_dir, self.input_hashes)
+        if changed:
+            self._set(OUTCOME_INVALIDATED, f"grader integrity: {', '.join(changed)} changed {when}")
+            self.transcript.write("invalidated", files=changed, when=when)
+            return False
+        return True
+
+    def _set(self, outcome: str, error: str) -> None:
+        if self.outcome == OUTCOME_SUCCEEDED:  # the first failure is the cause; keep it
+            self.outcome, self.error = outcome, error
+
+    def _write(self, rel: str, text: str) -> None:
+        path = self.dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.transcript.redact(text), encoding="utf-8")
+
+    # ---------------------------------------------------------------- result
+
+    def finish(self, started_at: datetime, duration: float) -> TrialOutcome:
+        spec, task, ctx = self.spec, self.spec.task, self.ctx
+        patch = None
+        if self.workspace is not None and task.base_sha and self.workspace.exists():
+            try:
+                patch = diff_against(self.workspace, task.base_sha)
+            except WorkspaceError as exc:
+                self._set(OUTCOME_WORKSPACE_ERROR, f"cannot diff the workspace: {exc}")
+        if patch is not None:
+            self._write("changes.patch", patch)
+        if self.answer is not None:
+            self._write("answer.txt", self.answer)
+        if self.turns:
+            self._write("turns.json", json.dumps(self.turns, indent=2, default=str))
+        self._write("checks.json", json.dumps(self.final_checks, indent=2))
+        self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
+        usage = self.usage
+        cost, unknown = usage.cost_usd, usage.cost_unknown_reason
+        if cost is None and unknown is None:
+            unknown = "the agent reported no usage"
+        a = self.agent_spec
+        row: dict[str, Any] = {
+            "run_id": ctx.run_id,
+            "suite": ctx.suite,
+            "task_set_revision": ctx.taskset.revision,
+            "trial_id": spec.trial_id,
+            "task_id": task.id,
+            "config_id": spec.config.id,
+            "repetition": spec.repetition,
+            "tags": list(task.tags),
+            "holdout": task.holdout,
+            "difficulty": task.difficulty,
+            "agent": a.name,
+            "agent_kind": a.kind,
+            "model": a.model,
+            "effort": a.effort,
+            "config_hash": spec.config.hash,
+            "factory_ref": spec.config.factory_ref,
+            "factory_sha": spec.config.factory_sha,
+            "is_baseline": spec.is_baseline,
+            "outcome": self.outcome,
+            "error": self.transcript.redact(self.error) if self.error else None,
+            "iterations": self.iterations,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "cost_usd": cost if unknown is None else None,
+            "cost_unknown_reason": unknown,
+            "duration_seconds": round(duration, 4),
+            "agent_seconds": round(self.agent_seconds, 4),
+            "grading_seconds": round(self.grading_seconds, 4),
+            "retries": self.retries,
+            "started_at": started_at,
+            "finished_at": datetime.now(UTC),
+            "evidence_dir": str(self.dir),
+            "engine_version": __version__,
+            "attempt_no": ctx.attempt_no,
+        }
+        metadata = {
+            **{k: v for k, v in row.items() if k not in ("started_at", "finished_at")},
+            "started_at": started_at.isoformat(),
+            "finished_at": row["finished_at"].isoformat(),
+            "config": spec.config.agent.frozen_dict(),
+            "config_overrides": dict(spec.config.overrides),
+            "input_hashes": self.input_hashes,
+            "base_sha": task.base_sha,
+            "attempts": self.attempts,
+        }
+        self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
+        checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]
+        return TrialOutcome(row, checks)
+
+
+def substitute(argv: Iterable[str], inputs: Path, workspace: Path | None) -> list[str]:
+    """`{inputs}` and `{workspace}` replaced in each argument (never through a shell)."""
+    out = []
+    for arg in argv:
+        arg = arg.replace("{inputs}", str(inputs))
+        if workspace is not None:
+            arg = arg.replace("{workspace}", str(workspace))
+        out.append(arg)
+    return out
+
+
+def execute_check(
+    check: Check,
+    inputs_dir: Path,
+    workspace: Path,
+    home: Path,
+    cancelled: Callable[[], bool] | None = None,
+) -> tuple[CommandResult, str]:
+    """Run one deterministic check in the workspace; returns its result and status."""
+    argv = substitute(check.command, inputs=inputs_dir, workspace=workspace)
+    result = run_command(
+        argv, workspace, scrubbed_env(home=home), check.timeout_seconds, cancelled=cancelled
+    )
+    return result, check_status(result.exit_code)
+
+
+def check_status(exit_code: int | None) -> str:
+    """0 = passed, 1 = the behaviour is absent, anything else (or a timeout) = grader fault."""
+    if exit_code == 0:
+        return PASSED
+    if exit_code == 1:
+        return FAILED
+    return INCONCLUSIVE
+
+
+def findings_prompt(failing: list[dict[str, Any]]) -> str:
+    """What the agent is told after a failed attempt: the concrete failing checks."""
+    lines = [
+        "Your previous attempt did not pass these acceptance checks. Fix the code and try again.",
+        "",
+    ]
+    for c in failing:
+        lines.append(f"- {c['id']} ({c['status']}): {c['description']}")
+        output = (c.get("output") or "").strip()
+        if output:
+            lines.append("  output:\n    " + output[-FINDING_OUTPUT_CHARS:].replace("\n", "\n    "))
+    return "\n".join(lines)
+
+
+def interleaved_order(
+    tasks: list[Task], configs: list[Config], repetitions: int
+) -> list[tuple[Task, Config, int]]:
+    """Within a repetition configurations alternate task by task; the order reverses on each
+    repetition, so time-of-day and rate-limit effects favour no configuration."""
+    order = []
+    for rep in range(1, repetitions + 1):
+        pairs = [(t, c) for t in tasks for c in configs]
+        if rep % 2 == 0:
+            pairs.reverse()
+        order.extend((t, c, rep) for t, c in pairs)
+    return order

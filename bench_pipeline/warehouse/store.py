@@ -1,0 +1,145 @@
+"""The warehouse: Parquet tables under one root, and a DuckDB file with a view per table.
+
+Layout: `<root>/<table>/<run_id>/<part>.parquet`. Every write is a new file moved into place
+atomically (write to a temp name, then `os.replace`), so a crash never leaves half a table and
+no run's rows are ever rewritten by another run. Readers glob the files through DuckDB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench_pipeline import tables
+
+# Tables with a fixed schema; derived tables take the schema of the frame written.
+SCHEMAS: dict[str, pa.Schema] = {
+    "runs": tables.RUNS,
+    "trials": tables.TRIALS,
+    "scores": tables.SCORES,
+    "check_results": tables.CHECK_RESULTS,
+}
+_SAFE = re.compile(r"[^A-Za-z0-9_.=-]")
+
+
+def _safe(part: str) -> str:
+    return _SAFE.sub("_", part)
+
+
+class Warehouse:
+    def __init__(self, root: str | Path):
+        root = str(root)
+        if "://" in root and not root.startswith("file://"):
+            # Object stores need fsspec/UPath wiring that is not part of this build; refusing is
+            # better than silently writing to a local folder named "s3:".
+            raise ValueError(f"warehouse root {root!r}: only local folders are supported so far")
+        self.root = Path(root.removeprefix("file://")).absolute()
+
+    # ------------------------------------------------------------------ writing
+
+    def write(
+        self, table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame, run_id: str, part: str
+    ) -> Path:
+        """Write rows as `<table>/<run_id>/<part>.parquet`, atomically. Replaces only that part."""
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        schema = SCHEMAS.get(table)
+        if schema is not None:
+            for name in schema.names:
+                if name not in frame.columns:
+                    frame[name] = None
+            arrow = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+        else:
+            arrow = pa.Table.from_pandas(frame, preserve_index=False)
+        segments = [_safe(s) for s in part.split("/") if s not in ("", ".", "..")]
+        target = (
+            self.root / table / _safe(run_id) / Path(*segments[:-1]) / f"{segments[-1]}.parquet"
+        )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        pq.write_table(arrow, tmp)
+        os.replace(tmp, target)
+        return target
+
+    def write_json(self, relpath: str, data: Any) -> Path:
+        target = self.root / relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        os.replace(tmp, target)
+        return target
+
+    def read_json(self, relpath: str) -> Any:
+        return json.loads((self.root / relpath).read_text())
+
+    def exists(self, relpath: str) -> bool:
+        return (self.root / relpath).exists()
+
+    # ------------------------------------------------------------------ reading
+
+    def files(self, table: str, run_id: str | None = None) -> list[Path]:
+        base = self.root / table
+        if run_id is not None:
+            base = base / _safe(run_id)
+        return sorted(base.glob("**/*.parquet")) if base.is_dir() else []
+
+    def read(self, table: str, run_id: str | None = None, where: str | None = None) -> pd.DataFrame:
+        """All rows of `table` (optionally of one run) as a DataFrame; empty with the schema's
+        columns when nothing was written yet."""
+        files = self.files(table, run_id)
+        if not files:
+            schema = SCHEMAS.get(table)
+            return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+        con = duckdb.connect()
+        try:
+            sql = f"SELECT * FROM read_parquet({[str(f) for f in files]!r}, union_by_name=true)"
+            if where:
+                sql += f" WHERE {where}"
+            return con.execute(sql).df()
+        finally:
+            con.close()
+
+    def read_runs(self) -> pd.DataFrame:
+        return self.read("runs")
+
+    # ------------------------------------------------------------------ DuckDB views
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.root / "bench.duckdb"
+
+    def refresh_views(self) -> list[str]:
+        """(Re)create one DuckDB view per table over its Parquet glob. Views read the files at
+        query time, so they stay current without being rewritten after every run."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        names = sorted(
+            p.name for p in self.root.iterdir() if p.is_dir() and any(p.glob("**/*.parquet"))
+        )
+        con = duckdb.connect(str(self.duckdb_path))
+        try:
+            for name in names:
+                glob = str(self.root / name / "**" / "*.parquet")
+                con.execute(
+                    f'CREATE OR REPLACE VIEW "{name}" AS '
+                    f"SELECT * FROM read_parquet('{glob}', union_by_name=true)"
+                )
+        finally:
+            con.close()
+        return names
+
+    def query(self, sql: str) -> pd.DataFrame:
+        self.refresh_views()
+        con = duckdb.connect(str(self.duckdb_path), read_only=True)
+        try:
+            return con.execute(sql).df()
+        finally:
+            con.close()

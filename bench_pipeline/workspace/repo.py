@@ -1,0 +1,91 @@
+"""Fresh per-trial git workspaces that share objects with the source repository.
+
+A workspace is a new repository (`git init`) whose object store borrows the source's through
+`objects/info/alternates`: nothing is copied, no remote is configured, and the only ref is a
+`bench` branch at the pinned base commit. The source checkout and its uncommitted files are
+never touched. (`git worktree` races on parallel add/remove; a shared clone would carry every
+branch and a remote pointing back at the source.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench_pipeline.git_repos import git_dir, local_repo
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
+_objects_dirs: dict[str, Path] = {}
+
+
+class WorkspaceError(RuntimeError):
+    """The workspace could not be made or read: infrastructure, not the agent's failure."""
+
+
+def _git(args: list[str], cwd: Path, input_bytes: bytes | None = None) -> bytes:
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=str(cwd),
+        input=input_bytes,
+        capture_output=True,
+        env={**os.environ, **_GIT_ENV},
+    )
+    if proc.returncode != 0:
+        raise WorkspaceError(
+            f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()}"
+        )
+    return proc.stdout
+
+
+def objects_dir(repo: str) -> Path:
+    if repo not in _objects_dirs:
+        _objects_dirs[repo] = git_dir(local_repo(repo)) / "objects"
+    return _objects_dirs[repo]
+
+
+def create_workspace(repo: str, sha: str, dest: Path) -> Path:
+    """Make `dest` a checkout of `sha` on branch `bench`, borrowing the source's objects."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    try:
+        _git(["init", "--quiet", "--initial-branch=bench", str(dest)], dest)
+        (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects_dir(repo)}\n")
+        _git(["reset", "--quiet", "--hard", sha], dest)
+    except (WorkspaceError, OSError) as exc:
+        raise WorkspaceError(f"cannot create workspace at {sha[:10]}: {exc}") from exc
+    return dest
+
+
+def apply_patch(workspace: Path, patch: str) -> None:
+    """Apply a unified diff (from the workspace root); raises WorkspaceError if it does not apply."""
+    if not patch.strip():
+        return
+    _git(["apply", "--whitespace=nowarn", "-"], workspace, patch.encode())
+
+
+def diff_against(workspace: Path, sha: str) -> str:
+    """Everything the agent changed since `sha`, new files included, as a binary-safe patch."""
+    _git(["add", "--all", "--force", "."], workspace)
+    out = _git(["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", sha], workspace)
+    return out.decode("utf-8", errors="replace")
+
+
+def commit_all(workspace: Path, message: str) -> str:
+    """Commit the workspace's state (for CI pushes); returns the new commit sha."""
+    _git(["add", "--all", "--force", "."], workspace)
+    _git(["commit", "--quiet", "--allow-empty", "--no-verify", "-m", message], workspace)
+    return _git(["rev-parse", "HEAD"], workspace).decode().strip()
+
+
+def remove_workspace(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,141 @@
+"""The http-chat agent through real httpx against a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench_pipeline.agents.base import BUDGET, COMPLETED, ERROR, make_agent
+from bench_pipeline.agents.http_chat import HttpChatAgent
+from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.model import FrozenText, Turn
+from bench_pipeline.workspace.process import scrubbed_env
+from bench_pipeline_tests.http_fakes import Recorded, Reply, ScriptedServer
+from bench_pipeline_tests.test_agent_support import make_request, make_spec, make_task
+
+KEY = "sk-chat-SECRET-abcdef123456"
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch):
+    monkeypatch.setattr(HttpChatAgent, "RETRY_BASE_DELAY", 0.01)
+
+
+def chat_reply(text: str, prompt_tokens=100, completion_tokens=10, cached=None) -> Reply:
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return Reply(
+        200,
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        },
+    )
+
+
+TURNS = (Turn("What is 2+2?"), Turn("Multiply that by 10."), Turn("Now halve it."))
+ANSWERS = ["4", "40", "20"]
+
+
+def scenario_handler(rec: Recorded) -> Reply:
+    """Answers turn N only if the request carries turns 1..N-1 with our earlier answers."""
+    time.sleep(0.05)
+    msgs = rec.body["messages"]
+    users = [m["content"] for m in msgs if m["role"] == "user"]
+    assistants = [m["content"] for m in msgs if m["role"] == "assistant"]
+    n = len(users)
+    expected_users = [t.user for t in TURNS[:n]]
+    if users != expected_users or assistants != ANSWERS[: n - 1] or msgs[-1]["role"] != "user":
+        return Reply(400, {"error": f"conversation lost: {msgs}"})
+    return chat_reply(ANSWERS[n - 1], prompt_tokens=100 * n, completion_tokens=5, cached=50)
+
+
+def test_three_turn_scenario_sends_history_and_records_turns(tmp_path):
+    with ScriptedServer(handler=scenario_handler) as server:
+        spec = make_spec(
+            "http-chat", url=server.url + "/v1", model="gpt-test", api_key_env="CHAT_KEY",
+            env=("CHAT_KEY",), system_prompt=FrozenText("p.md", "Be brief.", "h"),
+        )  # fmt: skip
+        task = make_task(text=True, prompt="What is 2+2?", turns=TURNS)
+        req = make_request(
+            tmp_path, spec, task=task, env=scrubbed_env(extra={"CHAT_KEY": KEY}), secrets=(KEY,)
+        )
+        result = make_agent(spec).run(req)
+    assert result.status == COMPLETED, result.error
+    assert result.answer == "20"
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 3
+    for r in server.requests:
+        assert r.body["model"] == "gpt-test"
+        assert r.body["messages"][0] == {"role": "system", "content": "Be brief."}
+        assert {k.lower(): v for k, v in r.headers.items()}["authorization"] == f"Bearer {KEY}"
+    assert len(server.requests[2].body["messages"]) == 6  # system + 3 users + 2 answers
+    assert [t["response"] for t in result.turns] == ANSWERS
+    assert [t["user"] for t in result.turns] == [t.user for t in TURNS]
+    assert all(t["latency_ms"] >= 50 for t in result.turns)
+    assert [t["prompt_tokens"] for t in result.turns] == [100, 200, 300]
+    # turn 2: 150 uncached * 1.25 + 50 cached * 0.125 + 5 * 10 per million
+    assert result.turns[1]["cost_usd"] == pytest.approx((187.5 + 6.25 + 50) / 1e6)
+    total = sum(t["cost_usd"] for t in result.turns)
+    assert result.usage.cost_usd == pytest.approx(total)
+    assert result.usage.input_tokens == 450 and result.usage.cache_read_tokens == 150
+    assert KEY not in req.transcript.path.read_text()
+
+
+def test_single_prompt_unpriced_model_and_second_attempt(tmp_path):
+    replies = [chat_reply("first"), chat_reply("second")]
+    state: dict = {}
+    with ScriptedServer(replies=replies) as server:
+        spec = make_spec("http-chat", url=server.url, model="unpriced")
+        agent = make_agent(spec)
+        r1 = agent.run(make_request(tmp_path, spec, state=state))
+        r2 = agent.run(make_request(tmp_path, spec, state=state, prompt="AC-1 failed", attempt=2))
+    assert r1.status == r2.status == COMPLETED
+    assert len(r1.turns) == 1 and r1.answer == "first"
+    assert r1.usage.cost_usd is None and "unpriced" in r1.usage.cost_unknown_reason
+    assert r1.turns[0]["cost_usd"] is None
+    assert server.requests[1].body["messages"] == [
+        {"role": "user", "content": "Do the thing."},
+        {"role": "assistant", "content": "first"},
+        {"role": "user", "content": "AC-1 failed"},
+    ]
+    assert "authorization" not in {k.lower() for k in server.requests[0].headers}
+
+
+def test_retries_then_success_and_budget(tmp_path):
+    limited = Reply(429, {"error": "slow down"})
+    with ScriptedServer(replies=[limited, Reply(503, "x"), chat_reply("4"), chat_reply("x")]) as s:
+        # turn 1 costs 100*1.25 + 10*10 = 225 micro-dollars > budget
+        spec = make_spec("http-chat", url=s.url, model="gpt-test", budget_usd=0.0001)
+        task = make_task(text=True, turns=TURNS)
+        result = make_agent(spec).run(make_request(tmp_path, spec, task=task))
+        assert len(s.requests) == 3
+    assert result.status == BUDGET and result.retries == 2
+    assert len(result.turns) == 1 and result.turns[0]["retries"] == 2
+
+
+def test_client_error_is_not_retried(tmp_path):
+    with ScriptedServer(replies=[Reply(401, {"error": "bad key"}), chat_reply("no")]) as s:
+        spec = make_spec("http-chat", url=s.url, model="gpt-test")
+        result = make_agent(spec).run(make_request(tmp_path, spec))
+        assert len(s.requests) == 1
+    assert result.status == ERROR and "HTTP 401" in result.error
+    assert result.usage.cost_usd is None
+
+
+def test_preflight():
+    with pytest.raises(BenchInputError, match="url"):
+        HttpChatAgent(make_spec("http-chat")).preflight({})
+    spec = make_spec("http-chat", url="http://127.0.0.1:9", api_key_env="K", env=("K",))
+    with pytest.raises(BenchInputError, match="K is not set"):
+        HttpChatAgent(spec).preflight({})
+    HttpChatAgent(spec).preflight({"K": "v"})

@@ -1,0 +1,3 @@
+"""invoices: a small multi-tenant invoicing service (standard library only)."""
+
+__version__ = "1.0.0"
