@@ -19,7 +19,6 @@ task_set_job = dg.define_asset_job(
 partition_job = dg.define_asset_job(
     PARTITION_JOB,
     selection=[trials, scores],
-    partitions_def=trials.partitions_def,
     executor_def=dg.in_process_executor,
 )
 # Rescoring is its own job: mixing backfill policies in one job falls back to a run per
@@ -27,7 +26,6 @@ partition_job = dg.define_asset_job(
 rescore_job = dg.define_asset_job(
     RESCORE_JOB,
     selection=[scores],
-    partitions_def=scores.partitions_def,
     executor_def=dg.in_process_executor,
 )
 

@@ -152,6 +152,10 @@ def execute_partition(
         attempt_no=attempt_no,
         on_trial_done=on_done,
     )
+    if run.launch.ci is not None:  # commit + push each trial's final state to bench/<run>/<trial>
+        from bench_pipeline.ci.push import ci_finalizer
+
+        ctx.finalize_workspace = ci_finalizer(run)
     run_trials(ctx, todo, config.max_parallel)
     return warehouse.read("trials", run.run_id, where=_partition_filter(config_id, rep))
 

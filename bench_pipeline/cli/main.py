@@ -239,7 +239,7 @@ def cmd_results(args: argparse.Namespace) -> int:
                 f"{r.run_id}  {r.suite}  {r.launch}  {r.created_at}  task set {r.task_set_revision}  {statuses.get(r.run_id, 'unknown')}"
             )
         return EXIT_OK
-    return _show_results(args, paths, _run_id(args, paths))
+    return _show_results(args, paths, _run_id(args, paths), fail_on_error=args.fail_on_error)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -399,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     res.add_argument("--list", action="store_true", help="list every run in the warehouse")
     res.add_argument("--out", help="also write the results as JSON to this file")
+    res.add_argument("--fail-on-error", action="store_true", help="exit 1 when any trial failed")
 
     rep = add("report", cmd_report, "write a self-contained HTML report of a run")
     rep.add_argument("run", nargs="?")

@@ -489,7 +489,13 @@ def load_task(factory: FactoryView, suite: Suite, path: Path) -> Task:
     prompt = f.str("prompt")
     if prompt is None and not turns:
         raise f.fail("prompt", "is required (or give `turns` for a multi-turn scenario)")
-    text_task = base_ref is None and repo_value is None
+    # A text task has nothing to check out; anything with checks or a patch is a coding task.
+    text_task = (
+        base_ref is None
+        and repo_value is None
+        and not f.get("checks")
+        and f.get("reference_patch") is None
+    )
     if not text_task and base_ref is None:
         raise f.fail(
             "base_ref", "is required for a coding task: the commit, tag or branch to start from"

@@ -53,7 +53,9 @@ def config_table_by_tag(
     codes = task_cat.cat.codes.to_numpy()
     cats = list(task_cat.cat.categories.astype(object))
     slim = pt.drop(columns=[c for c in ("tags", "trial_id", "error") if c in pt.columns])
-    slim = slim.assign(outcome=slim["outcome"].astype("category"))
+    for col in ("outcome", "suite", "agent", "agent_kind", "model", "effort", "factory_ref"):
+        if col in slim.columns and not isinstance(slim[col].dtype, pd.CategoricalDtype):
+            slim[col] = slim[col].astype("category")
     positions, labels = [], []
     for tag in sorted(tag_tasks):
         wanted = [cats.index(t) for t in tag_tasks[tag]]

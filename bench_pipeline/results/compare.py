@@ -61,7 +61,7 @@ def sign_test_p(wins: int, losses: int) -> float:
 def _side(pt: pd.DataFrame, config_id: str, run_id: str | None, role: str) -> pd.DataFrame:
     mask = (pt["config_id"] == config_id).to_numpy(dtype=bool)
     if run_id is not None:
-        mask &= (pt["run_id"] == run_id).to_numpy(dtype=bool)
+        mask = mask & (pt["run_id"] == run_id).to_numpy(dtype=bool)
     sub = pt.loc[mask]
     runs = pd.unique(sub["run_id"].to_numpy())
     if len(runs) > 1:
@@ -94,10 +94,15 @@ def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=
     cand = _side(pt, candidate, candidate_run_id, "candidate")
     base = _side(pt, baseline, baseline_run_id, "baseline")
 
+    tasks = pt["task_id"]
+    if not isinstance(tasks.dtype, pd.CategoricalDtype):
+        tasks = tasks.astype("category")
+    task_names = tasks.cat.categories
+
     def frame(sub: pd.DataFrame, prefix: str) -> pd.DataFrame:
         out = pd.DataFrame(
             {
-                "task_id": sub["task_id"].to_numpy(),
+                "_task": tasks.loc[sub.index].cat.codes.to_numpy(),
                 "repetition": sub["repetition"].to_numpy(),
                 f"{prefix}_holdout": sub["holdout"].fillna(False).astype(bool).to_numpy()
                 if "holdout" in sub
@@ -109,23 +114,32 @@ def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=
                 continue
             values = sub[col] if col in sub else pd.Series(np.nan, index=sub.index)
             name = {"trial_id": "trial_id", "passed": "pass"}.get(col, col)
-            out[f"{prefix}_{name}"] = values.to_numpy() if col != "passed" else values.array
+            out[f"{prefix}_{name}"] = values.array
         return out
 
     c, b = frame(cand, "candidate"), frame(base, "baseline")
-    pairs = c.merge(b, on=["task_id", "repetition"], how="inner")
+    pairs = c.merge(b, on=["_task", "repetition"], how="inner")
     pairs["holdout"] = pairs.pop("candidate_holdout") | pairs.pop("baseline_holdout")
     infra = (
-        pairs["candidate_outcome"].isin(INFRA_OUTCOMES)
-        | pairs["baseline_outcome"].isin(INFRA_OUTCOMES)
-        | (pairs["candidate_primary_status"].astype(object) == SCORE_INCONCLUSIVE)
-        | (pairs["baseline_primary_status"].astype(object) == SCORE_INCONCLUSIVE)
+        pairs["candidate_outcome"].isin(list(INFRA_OUTCOMES)).to_numpy(dtype=bool)
+        | pairs["baseline_outcome"].isin(list(INFRA_OUTCOMES)).to_numpy(dtype=bool)
+        | (pairs["candidate_primary_status"] == SCORE_INCONCLUSIVE)
+        .fillna(False)
+        .to_numpy(dtype=bool)
+        | (pairs["baseline_primary_status"] == SCORE_INCONCLUSIVE)
+        .fillna(False)
+        .to_numpy(dtype=bool)
     )
-    unscored = pairs["candidate_pass"].isna() | pairs["baseline_pass"].isna()
-    pairs["excluded"] = np.where(infra, "infrastructure", np.where(unscored, "unscored", None))
-    pairs["excluded"] = pairs["excluded"].astype(object).where(infra | unscored, None)
-    pairs = pairs.sort_values(["task_id", "repetition"]).reset_index(drop=True)
-    pairs["task_id"] = pairs["task_id"].astype(object) if with_ids else pairs["task_id"]
+    unscored = (pairs["candidate_pass"].isna() | pairs["baseline_pass"].isna()).to_numpy(dtype=bool)
+    pairs["excluded"] = pd.Categorical.from_codes(
+        np.where(infra, 0, np.where(unscored, 1, -1)), categories=["infrastructure", "unscored"]
+    )
+    pairs = pairs.sort_values(["_task", "repetition"]).reset_index(drop=True)
+    if with_ids:
+        pairs["task_id"] = np.asarray(task_names, dtype=object)[pairs["_task"].to_numpy()]
+        pairs["excluded"] = pairs["excluded"].astype(object).where(pairs["excluded"].notna(), None)
+        for col in ("candidate_outcome", "baseline_outcome"):
+            pairs[col] = pairs[col].astype(object)
     cols = [
         "task_id",
         "repetition",
@@ -149,6 +163,8 @@ def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=
         "unpaired_baseline": len(b) - len(pairs),
         "primary_scorer": nan_to_none(cand["primary_scorer"].astype(object).iloc[0]),
     }
+    if not with_ids:
+        cols = ["_task", *cols[1:]]
     return pairs[[c for c in cols if c in pairs.columns]], meta
 
 
@@ -186,28 +202,39 @@ def paired_comparison(
 
 def summarize_pairs(pairs: pd.DataFrame, candidate: str, baseline: str, meta: dict) -> dict:
     """The summary dict of paired_comparison from a paired_trials frame."""
-    kept = pairs.loc[pairs["excluded"].isna()]
-    main = kept.loc[~kept["holdout"].astype(bool)]
-    hold = kept.loc[kept["holdout"].astype(bool)]
+    kept = pairs.loc[pairs["excluded"].isna().to_numpy()]
+    hold_mask = kept["holdout"].astype(bool).to_numpy()
+    main = kept.loc[~hold_mask]
+    hold = kept.loc[hold_mask]
     cp = main["candidate_pass"].to_numpy(dtype=bool)
     bp = main["baseline_pass"].to_numpy(dtype=bool)
     hcp = hold["candidate_pass"].to_numpy(dtype=bool)
     hbp = hold["baseline_pass"].to_numpy(dtype=bool)
     per_task = (
-        pd.DataFrame({"task": main["task_id"].to_numpy(), "c": cp.astype(int), "b": bp.astype(int)})
+        pd.DataFrame(
+            {
+                "task": main["_task" if "_task" in main else "task_id"].to_numpy(),
+                "c": cp.astype(int),
+                "b": bp.astype(int),
+            }
+        )
         .groupby("task", observed=True)
         .agg(c=("c", "sum"), b=("b", "sum"), n=("c", "size"))
     )
     diff = per_task["c"] - per_task["b"]
     wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
-    both_ok = (main["candidate_outcome"] == OUTCOME_SUCCEEDED) & (
+    both_ok = (main["candidate_outcome"] == OUTCOME_SUCCEEDED).to_numpy(dtype=bool) & (
         main["baseline_outcome"] == OUTCOME_SUCCEEDED
+    ).to_numpy(dtype=bool)
+    cost_ok = (
+        both_ok
+        & (main["candidate_cost_usd"].notna() & main["baseline_cost_usd"].notna()).to_numpy()
     )
-    cost_ok = both_ok & main["candidate_cost_usd"].notna() & main["baseline_cost_usd"].notna()
     dur_ok = (
         both_ok
-        & main["candidate_duration_seconds"].notna()
-        & main["baseline_duration_seconds"].notna()
+        & (
+            main["candidate_duration_seconds"].notna() & main["baseline_duration_seconds"].notna()
+        ).to_numpy()
     )
     cost_delta = main.loc[cost_ok, "candidate_cost_usd"] - main.loc[cost_ok, "baseline_cost_usd"]
     dur_delta = (

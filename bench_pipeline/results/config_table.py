@@ -120,11 +120,12 @@ def aggregate_trials(
         aggs[f"_v{i}"] = (f"_v{i}", "mean")
         aggs[f"_s{i}"] = (f"_s{i}", "sum")
         aggs[f"_o{i}"] = (f"_o{i}", "sum")
-    grouped = work.groupby(keys, observed=True, sort=True)
-    out = grouped.agg(**aggs).reset_index()
-    if "scorer_cost_usd" in out:
-        has_scost = grouped["_scost"].count().to_numpy() > 0
-        out.loc[~has_scost, "scorer_cost_usd"] = np.nan
+    inv, first, n_groups = group_index(work, keys)
+    out = pd.DataFrame({key: work[key].iloc[first].reset_index(drop=True) for key in keys})
+    for name, (col, how) in aggs.items():
+        out[name] = _reduce(work[col].to_numpy(dtype=float), inv, n_groups, how)
+    has_scost = _reduce(work["_scost"].to_numpy(dtype=float), inv, n_groups, "count") > 0
+    out.loc[~has_scost, "scorer_cost_usd"] = np.nan
     has_cost = out["cost_known_trials"] > 0
     out.loc[~has_cost, "total_cost_usd"] = np.nan
     out["cost_coverage"] = out["cost_known_trials"] / out["trials"]
@@ -215,25 +216,11 @@ def aggregate_trials(
     # descriptive columns: from the first trial of each group (constant within a config)
     desc_cols = [c for c in DESCRIPTIVE if c in pt.columns]
     if desc_cols or "is_baseline" in pt:
-        first = work.groupby(keys, observed=True, sort=True).head(1).index
-        d = pd.DataFrame({key: pt[key].to_numpy()[first] for key in keys})
         for col in desc_cols:
-            d[col] = pt[col].astype(object).to_numpy()[first]
+            out[col] = pt[col].iloc[first].astype(object).to_numpy()
         if "is_baseline" in pt:
-            base_flag = pt["is_baseline"].fillna(False).astype(bool).to_numpy()
-            d["is_baseline"] = (
-                pd.Series(base_flag)
-                .groupby([work[key] for key in keys], observed=True, sort=True)
-                .any()
-                .to_numpy()
-            )
-        for key in keys:
-            d[key] = (
-                d[key].astype(out[key].dtype)
-                if isinstance(out[key].dtype, pd.CategoricalDtype)
-                else d[key]
-            )
-        out = out.merge(d, on=keys, how="left")
+            flag = pt["is_baseline"].fillna(False).astype(bool).to_numpy(dtype=float)
+            out["is_baseline"] = _reduce(flag, inv, n_groups, "sum") > 0
     run_id = pt["run_id"].astype(object).iloc[0] if len(pt) else None
     out.insert(0, "run_id", run_id)
     out = out.drop(columns=["_ose"])
@@ -289,6 +276,37 @@ def aggregate_trials(
     per_score = [c for n in names for c in (score_col(n), scored_col(n), of_col(n)) if c in out]
     ordered = [c for c in front if c in out] + metrics + per_score
     return out[ordered].reset_index(drop=True)
+
+
+def group_index(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(group number per row, first row of each group, number of groups), groups sorted by keys."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        col = frame[key]
+        if not isinstance(col.dtype, pd.CategoricalDtype):
+            col = col.astype("category")
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        combined = combined * (len(col.cat.categories) + 1) + (codes + 1)
+    uniq, inv = np.unique(combined, return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    if len(inv):
+        starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
+    else:
+        starts = np.zeros(0, dtype=np.int64)
+    return inv, order[starts], len(uniq)
+
+
+def _reduce(x: np.ndarray, inv: np.ndarray, n: int, how: str) -> np.ndarray:
+    """Per-group sum / nan-skipping mean / non-null count with bincount."""
+    ok = ~np.isnan(x)
+    if how == "count":
+        return np.bincount(inv[ok], minlength=n)
+    total = np.bincount(inv[ok], weights=x[ok], minlength=n)
+    if how == "sum":
+        return total
+    count = np.bincount(inv[ok], minlength=n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def add_baseline_deltas(table: pd.DataFrame, baseline_table: pd.DataFrame) -> pd.DataFrame:

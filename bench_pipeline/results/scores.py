@@ -30,7 +30,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bench_pipeline.tables import OUTCOME_SUCCEEDED
 
@@ -313,44 +312,21 @@ def _latest_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per score row: trial row in `base` (-1 if none), scorer code, status code, is-latest.
 
-    Score rows are matched to trials through a 64-bit hash of (run_id, trial_id), verified
-    exactly on the trial_id strings; duplicates (rescores) are resolved with numpy: newest
+    Score rows are matched to trials by an exact join on (run_id, trial_id); duplicates (rescores) are resolved with numpy: newest
     scored_at wins, ties go to the row written last.
     """
     scorer_case = " ".join(f"WHEN {sql_str(x)} THEN {i}" for i, x in enumerate(scorers))
     status_case = " ".join(f"WHEN {sql_str(k)} THEN {v}" for k, v in STATUS_CODE.items())
     proj = con.sql(
-        f"SELECT hash(run_id, trial_id) AS h, (CASE scorer {scorer_case} ELSE -1 END)::SMALLINT AS sc, "
+        f"SELECT (CASE scorer {scorer_case} ELSE -1 END)::SMALLINT AS sc, "
         f"(CASE status {status_case} ELSE {CODE_OTHER} END)::TINYINT AS st, "
         f"{_ORDER_KEY} AS k FROM s"
     ).df()
-    con.register("t", to_arrow(base, ["run_id", "trial_id"]))
-    th = con.sql("SELECT hash(run_id, trial_id) AS h FROM t").df()["h"].to_numpy()
-    index = pd.Index(th)
-    if not index.is_unique:  # a duplicate trial or a hash collision: exact string match
-        keys = pd.MultiIndex.from_arrays(
-            [base["run_id"].astype(object), base["trial_id"].astype(object)]
-        )
-        row = keys.get_indexer(
-            pd.MultiIndex.from_arrays(
-                [scores["run_id"].astype(object), scores["trial_id"].astype(object)]
-            )
-        )
-    else:
-        row = index.get_indexer(proj["h"].to_numpy())
-        matched = np.flatnonzero(row >= 0)
-        s_ids = pa.array(scores["trial_id"].iloc[matched].astype("str"))
-        t_ids = pa.array(base["trial_id"].astype("str")).take(pa.array(row[matched]))
-        same = pc.equal(s_ids, t_ids).to_numpy(zero_copy_only=False)
-        same &= (
-            (
-                scores["run_id"].iloc[matched].astype(object).to_numpy()
-                == base["run_id"].astype(object).to_numpy()[row[matched]]
-            )
-            if base["run_id"].nunique() > 1
-            else True
-        )
-        row[matched[~same]] = -1
+    t = to_arrow(base, ["run_id", "trial_id"])
+    con.register("t", t.append_column("__row", pa.array(np.arange(len(base), dtype=np.int64))))
+    match = con.sql("SELECT s.__r, t.__row FROM s JOIN t USING (run_id, trial_id)").df()
+    row = np.full(len(scores), -1, dtype=np.int64)
+    row[match["__r"].to_numpy()] = match["__row"].to_numpy()
     sc = proj["sc"].to_numpy(dtype=np.int64)
     st = proj["st"].to_numpy(dtype=np.int8)
     k = proj["k"].to_numpy(dtype=np.int64)

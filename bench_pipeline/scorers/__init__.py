@@ -1,6 +1,12 @@
 """Scorers: importing this package registers every built-in kind with `make_scorer`."""
 
-from bench_pipeline.scorers import asserts, checks, judge, workflow  # noqa: F401  (register)
+from bench_pipeline.scorers import (  # noqa: F401  (register)
+    asserts,
+    checks,
+    ci,  # noqa: F401  (register)
+    judge,
+    workflow,
+)
 from bench_pipeline.scorers.asserts import turn_pass_hat_n, turn_rows
 from bench_pipeline.scorers.base import (
     SCORER_KINDS,

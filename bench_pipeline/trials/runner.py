@@ -77,6 +77,9 @@ class TrialContext:
     cancelled: Callable[[], bool] = lambda: False
     keep_workspaces: bool = False
     attempt_no: int = 1
+    # Called with the final workspace after grading (e.g. commit and push it for CI); what it
+    # returns is stored under "finalize" in the trial's metadata.json.
+    finalize_workspace: Callable[[Path, TrialSpec], dict[str, Any]] | None = None
     on_trial_done: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
 
     def secrets(self) -> list[str]:
@@ -119,10 +122,11 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
         )
         state.error = f"{type(exc).__name__}: {exc}"
         (trial_dir / "error.txt").write_text(transcript.redact(traceback.format_exc()))
+    try:
+        outcome = state.finish(started_at, time.monotonic() - start)
     finally:
         if state.workspace is not None and not ctx.keep_workspaces:
             remove_workspace(state.workspace.parent)
-    outcome = state.finish(started_at, time.monotonic() - start)
     if ctx.on_trial_done:
         ctx.on_trial_done(outcome.row, outcome.checks)
     return outcome
@@ -266,7 +270,7 @@ class _TrialState:
                 BUDGET: f"budget: known spend above budget_usd {self.agent_spec.budget_usd}",
                 MAX_TURNS: f"max_turns: {self.agent_spec.max_turns} tool-use steps used",
             }[result.status]
-            self._set(OUTCOME_BUDGET, result.error or why)
+            self._set(OUTCOME_BUDGET, f"{why} ({result.error})" if result.error else why)
             return False
         if result.status != COMPLETED:
             self._set(OUTCOME_AGENT_ERROR, result.error or f"agent ended with {result.status}")
@@ -339,6 +343,16 @@ class _TrialState:
 
     def finish(self, started_at: datetime, duration: float) -> TrialOutcome:
         spec, task, ctx = self.spec, self.spec.task, self.ctx
+        finalize: dict[str, Any] = {}
+        if (
+            ctx.finalize_workspace
+            and self.workspace is not None
+            and self.outcome == OUTCOME_SUCCEEDED
+        ):
+            try:
+                finalize = ctx.finalize_workspace(self.workspace, spec)
+            except Exception as exc:  # CI push failures must not lose the trial
+                finalize = {"error": f"{type(exc).__name__}: {exc}"}
         patch = None
         if self.workspace is not None and task.base_sha and self.workspace.exists():
             try:
@@ -405,6 +419,7 @@ class _TrialState:
             "input_hashes": self.input_hashes,
             "base_sha": task.base_sha,
             "attempts": self.attempts,
+            "finalize": finalize,
         }
         self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]

@@ -1,0 +1,63 @@
+"""Shared fixtures: a seeded example factory, an isolated bench home, the CLI in-process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = ROOT / "data" / "seed.py"
+
+# Telemetry off for every Dagster call the tests make.
+os.environ["DAGSTER_DISABLE_TELEMETRY"] = "1"
+
+
+@pytest.fixture(scope="session")
+def seeded_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example (service repo + factory) seeded once per session; treat it as read-only."""
+    out = tmp_path_factory.mktemp("example") / "example"
+    subprocess.run([sys.executable, str(SEED), "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture()
+def example(seeded_example: Path, tmp_path: Path) -> Path:
+    """A private, writable copy of the seeded example (the factory is a git repo; the suite
+    points at ../../../service-repo, so both are copied together)."""
+    dest = tmp_path / "example"
+    shutil.copytree(seeded_example, dest, symlinks=True)
+    return dest
+
+
+@pytest.fixture()
+def factory(example: Path) -> Path:
+    return example / "factory"
+
+
+@pytest.fixture()
+def bench_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An isolated BENCH_HOME and DAGSTER_HOME for one test."""
+    home = tmp_path / "bench-home"
+    home.mkdir()
+    monkeypatch.setenv("BENCH_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+    yield home
+
+
+def run_bench(*args: str, home: Path) -> tuple[int, str, str]:
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from bench_pipeline.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--home", str(home), *args])
+    return code, out.getvalue(), err.getvalue()

@@ -1,0 +1,144 @@
+"""Bad input gets one clear line naming the file and field, exit code 2, and nothing is written."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bench_pipeline_tests.conftest import run_bench
+
+TASK = "benchmarks/invoices/tasks/amount-precision.yaml"
+DEMO = "launches/demo.yaml"
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def malformed_yaml(f: Path) -> str:
+    (f / TASK).write_text("id: amount-precision\ntitle: [unclosed\n")
+    return "malformed YAML"
+
+
+def unknown_key(f: Path) -> str:
+    _edit(f / TASK, "title:", "titel: x\ntitle:")
+    return "unknown key; did you mean 'title'?"
+
+
+def missing_base_ref(f: Path) -> str:
+    text = (f / TASK).read_text()
+    (f / TASK).write_text(
+        "\n".join(ln for ln in text.splitlines() if not ln.startswith("base_ref:"))
+    )
+    return "base_ref: is required"
+
+
+def ref_does_not_exist(f: Path) -> str:
+    _edit(f / TASK, "base_ref: v1.0", "base_ref: v9.9")
+    return "'v9.9' does not exist"
+
+
+def dotdot_path(f: Path) -> str:
+    _edit(f / TASK, "files: [graders/", "files: [../../../../etc/")
+    return "escapes the factory"
+
+
+def absolute_path(f: Path) -> str:
+    _edit(f / TASK, "files: [graders/", "files: [/etc/")
+    return "is an absolute path"
+
+
+def symlink_out(f: Path) -> str:
+    outside = f.parent / "outside.py"
+    outside.write_text("print('outside')\n")
+    os.symlink(outside, f / "benchmarks/invoices/graders/evil.py")
+    _edit(f / TASK, "files: [graders/amount_validation.py]", "files: [graders/evil.py]")
+    return "symlink pointing outside the factory"
+
+
+def duplicate_task_ids(f: Path) -> str:
+    text = (f / TASK).read_text()
+    (f / "benchmarks/invoices/tasks/copy.yaml").write_text(
+        "id: amount-precision\n" + text.replace("id: amount-precision\n", "")
+    )
+    return "duplicate task id 'amount-precision'"
+
+
+def too_many_trials(f: Path) -> str:
+    _edit(f / DEMO, "repetitions: 2", "repetitions: 10")
+    configs = "\n".join(f"  - {{id: c{i}, agent: noop}}" for i in range(5))
+    _edit(f / DEMO, "  - {id: noop, agent: noop}", "  - {id: noop, agent: noop}\n" + configs)
+    return "a launch runs at most 500"
+
+
+def unknown_scorer(f: Path) -> str:
+    _edit(f / DEMO, "scorers: [checks]", "scorers: [checks, chekcs2]")
+    return "unknown scorer 'chekcs2'"
+
+
+def not_utf8(f: Path) -> str:
+    (f / TASK).write_bytes((f / TASK).read_bytes() + b"\ncriteria: ['caf\xe9']\n")
+    return "not UTF-8"
+
+
+def bad_config_id(f: Path) -> str:
+    _edit(f / DEMO, "{id: noop, agent: noop}", "{id: 'no|op', agent: noop}")
+    return "is not a valid id"
+
+
+def unknown_agent_kind(f: Path) -> str:
+    _edit(f / "agents/noop.yaml", "kind: noop", "kind: nope")
+    return "'nope' is not allowed"
+
+
+def reserved_tag(f: Path) -> str:
+    _edit(f / TASK, "tags: [", "tags: ['-', ")
+    return "reserved for untagged tasks"
+
+
+CASES: list[Callable[[Path], str]] = [
+    malformed_yaml,
+    unknown_key,
+    missing_base_ref,
+    ref_does_not_exist,
+    dotdot_path,
+    absolute_path,
+    symlink_out,
+    duplicate_task_ids,
+    too_many_trials,
+    unknown_scorer,
+    not_utf8,
+    bad_config_id,
+    unknown_agent_kind,
+    reserved_tag,
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.__name__ for c in CASES])
+def test_bad_input_is_one_clear_line_exit_2_and_nothing_written(
+    case, factory: Path, bench_home: Path
+) -> None:
+    expected = case(factory)
+    code, out, err = run_bench("run", str(factory / DEMO), home=bench_home)
+    assert code == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert expected in lines[0], lines[0]
+    # The line names the file (relative to the factory) that holds the problem.
+    assert any(name in lines[0] for name in ("tasks/", "launches/", "agents/")), lines[0]
+    warehouse = bench_home / "warehouse"
+    assert not warehouse.exists() or not list(warehouse.rglob("*.parquet"))
+    # validate reports the same problem the same way.
+    vcode, _, verr = run_bench("validate", str(factory), home=bench_home)
+    assert vcode == 2 and expected in verr
+
+
+def test_unknown_command_line_run_is_exit_2(bench_home: Path) -> None:
+    code, _, err = run_bench("results", "no-such-run", home=bench_home)
+    assert code == 2
+    assert "no benchmark run 'no-such-run'" in err

@@ -1,0 +1,150 @@
+"""The demo launch end to end: `bench run` through Dagster, `bench results`, DuckDB, history."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from bench_pipeline_tests.conftest import run_bench
+
+# What the example factory recorded: the original answers that were right and wrong.
+ORIGINALS = {
+    "amount-precision": 1.0,
+    "pagination": 1.0,
+    "tenant-isolation": 1.0,
+    "atomic-save": 0.0,
+    "rate-limiter-threads": 0.0,
+}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory, seeded_example: Path) -> dict:
+    import shutil
+
+    root = tmp_path_factory.mktemp("demo")
+    example = root / "example"
+    shutil.copytree(seeded_example, example, symlinks=True)
+    home = root / "home"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+    launch = example / "factory" / "launches" / "demo.yaml"
+    code, out, err = run_bench("run", str(launch), "--json", home=home)
+    assert code == 0, err
+    yield {"home": home, "launch": launch, "result": json.loads(out), "stderr": err}
+    mp.undo()
+
+
+def _grid(home: Path, run_id: str) -> dict[tuple[str, str], float | None]:
+    con = duckdb.connect(str(home / "warehouse" / "bench.duckdb"), read_only=True)
+    rows = con.execute(
+        "SELECT task_id, config_id, avg(value) FROM scores "
+        "WHERE run_id = ? AND scorer = 'checks' AND status = 'scored' GROUP BY ALL",
+        [run_id],
+    ).fetchall()
+    con.close()
+    return {(t, c): v for t, c, v in rows}
+
+
+def test_reference_scores_one_noop_zero_replay_as_recorded(demo: dict) -> None:
+    result = demo["result"]
+    table = {row["config_id"]: row for row in result["config_table"]}
+    assert table["reference"]["score_checks"] == 1.0
+    assert table["noop"]["score_checks"] == 0.0
+    assert table["reference"]["scored_checks"] == table["reference"]["of_checks"] == 28
+    # replay is scored only where an original was recorded (5 tasks x 2 reps of 28 trials).
+    assert (table["replay"]["scored_checks"], table["replay"]["of_checks"]) == (10, 28)
+    assert table["replay"]["score_checks"] == pytest.approx(
+        sum(ORIGINALS.values()) / len(ORIGINALS)
+    )
+    assert result["recommendations"]["comparable"] is False
+    # Costs: the recorded originals' costs, unknown (not zero) where nothing was recorded.
+    assert table["replay"]["cost_coverage"] == pytest.approx(10 / 28)
+    assert "no recorded original answer" in table["replay"]["cost_unknown"]
+
+
+def test_every_task_cell_matches_and_duckdb_agrees(demo: dict) -> None:
+    run_id = demo["result"]["run"]["run_id"]
+    grid = _grid(demo["home"], run_id)
+    tasks = {t for t, _ in grid}
+    assert len(tasks) == 14
+    for task in tasks:
+        assert grid[(task, "reference")] == 1.0
+        assert grid[(task, "noop")] == 0.0
+        assert grid.get((task, "replay")) == ORIGINALS.get(task)
+    # The config table view gives the same numbers as `bench results --json`.
+    con = duckdb.connect(str(demo["home"] / "warehouse" / "bench.duckdb"), read_only=True)
+    rows = dict(
+        con.execute(
+            "SELECT config_id, score_checks FROM config_table WHERE run_id = ?", [run_id]
+        ).fetchall()
+    )
+    con.close()
+    expected = {r["config_id"]: r["score_checks"] for r in demo["result"]["config_table"]}
+    assert rows == pytest.approx(expected)
+
+
+def test_evidence_per_trial(demo: dict) -> None:
+    run_id = demo["result"]["run"]["run_id"]
+    trial = demo["home"] / "evidence" / run_id / "amount-precision" / "reference" / "rep1"
+    patch = (trial / "changes.patch").read_text()
+    assert patch.startswith("diff --git")
+    checks = json.loads((trial / "checks.json").read_text())
+    assert checks[0]["status"] == "passed" and checks[0]["exit_code"] == 0
+    assert (trial / "attempt1" / "checks" / "AC-1.log").exists()
+    meta = json.loads((trial / "metadata.json").read_text())
+    assert meta["config_hash"] and meta["engine_version"] and meta["input_hashes"]
+    assert meta["outcome"] == "succeeded" and meta["duration_seconds"] > 0
+    noop_patch = (trial.parents[1] / "noop" / "rep1" / "changes.patch").read_text()
+    assert noop_patch == ""
+
+
+def test_a_second_run_adds_rows_without_touching_the_first(demo: dict) -> None:
+    home = demo["home"]
+    first = demo["result"]["run"]["run_id"]
+
+    def digests() -> dict[str, str]:
+        return {
+            str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for table in ("trials", "scores", "check_results", "config_table")
+            for p in (home / "warehouse" / table / first).rglob("*.parquet")
+        }
+
+    before = digests()
+    assert before
+    code, out, err = run_bench(
+        "run", str(demo["launch"]), "--max", "2", "--repeats", "1", "--json", home=home
+    )
+    assert code == 0, err
+    second = json.loads(out)["run"]["run_id"]
+    assert second != first
+    assert digests() == before
+    con = duckdb.connect(str(home / "warehouse" / "bench.duckdb"), read_only=True)
+    counts = dict(con.execute("SELECT run_id, count(*) FROM trials GROUP BY run_id").fetchall())
+    con.close()
+    assert counts == {first: 84, second: 6}
+    code, out, _ = run_bench("results", first, "--json", home=home)
+    assert code == 0 and json.loads(out)["run"]["run_id"] == first
+
+
+def test_the_runs_are_dagster_materializations(demo: dict) -> None:
+    import dagster as dg
+
+    from bench_pipeline.defs.launcher import ensure_dagster_home
+    from bench_pipeline.pipeline import BenchPaths
+
+    ensure_dagster_home(BenchPaths.from_home(demo["home"]))
+    instance = dg.DagsterInstance.get()
+    try:
+        trials = instance.get_latest_materialization_event(dg.AssetKey("trials"))
+        assert trials is not None
+        keys = instance.get_materialized_partitions(dg.AssetKey("trials"))
+        assert len(keys) >= 6  # 3 configs x 2 repetitions
+        assert instance.get_latest_materialization_event(dg.AssetKey("config_table")) is not None
+    finally:
+        instance.dispose()

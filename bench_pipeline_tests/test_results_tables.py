@@ -1,0 +1,278 @@
+"""Config table, grid, recommendations, by-tag and report on a small hand-worked fixture.
+
+Run r1, tasks T1 [api], T2 [] (untagged), T3 [api, db]; configs A, B, C; 2 repetitions.
+Scorers: checks (primary) and a judge with criteria correctness (weight 0.75), style (0.25)
+and verbosity (0: reported, not counted). Every expected number below is worked out by hand.
+
+checks        T1      T2      T3        judge (all trials)  corr  style  verb
+  A          1, 1    1, 0    0, 0         A                0.8   0.4    1.0
+  B          1, err  1, 1    1, inc       B                0.6   1.0    0.0
+  C          0, 0    1, 1    1, 0         C                1.0   0.0    0.5
+
+cost: A 0.10 each; B 0.20 known on 4 trials, unknown ("no usage reported") on T3; C 0.05 each.
+A T1 rep 1 checks was first scored 0 and later rescored 1 (the newer row wins).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from bench_pipeline.results import (
+    config_table,
+    config_table_by_tag,
+    grid_pivot,
+    latest_scores,
+    pareto_chart_svg,
+    pareto_frontier,
+    recommend,
+    recommendations_by_tag,
+    render_report_html,
+    task_config_grid,
+    trial_overall,
+)
+
+T0 = pd.Timestamp("2025-03-01 10:00", tz="UTC")
+TAGS = {"T1": ["api"], "T2": [], "T3": ["api", "db"]}
+CHECKS = {
+    "A": {"T1": [1, 1], "T2": [1, 0], "T3": [0, 0]},
+    "B": {"T1": [1, "error"], "T2": [1, 1], "T3": [1, "inconclusive"]},
+    "C": {"T1": [0, 0], "T2": [1, 1], "T3": [1, 0]},
+}
+JUDGE = {"A": (0.8, 0.4, 1.0), "B": (0.6, 1.0, 0.0), "C": (1.0, 0.0, 0.5)}
+CRITERIA = [("correctness", 0.75), ("style", 0.25), ("verbosity", 0.0)]
+
+
+def make_run() -> tuple[pd.DataFrame, pd.DataFrame]:
+    trials, scores = [], []
+    for cfg in "ABC":
+        for task in ("T1", "T2", "T3"):
+            for rep in (1, 2):
+                tid = f"{task}/{cfg}/{rep}"
+                cost = {"A": 0.10, "B": 0.20, "C": 0.05}[cfg]
+                unknown = cfg == "B" and task == "T3"
+                trials.append(
+                    {
+                        "run_id": "r1",
+                        "suite": "demo",
+                        "trial_id": tid,
+                        "task_id": task,
+                        "config_id": cfg,
+                        "repetition": rep,
+                        "tags": TAGS[task],
+                        "holdout": False,
+                        "is_baseline": cfg == "A",
+                        "model": f"m-{cfg}",
+                        "outcome": "succeeded",
+                        "iterations": 1 if cfg != "C" else 2,
+                        "cost_usd": None if unknown else cost,
+                        "cost_unknown_reason": "no usage reported" if unknown else None,
+                        "duration_seconds": {"A": 10.0, "B": 20.0, "C": 30.0}[cfg],
+                        "attempt_no": 1,
+                    }
+                )
+                common = {
+                    "run_id": "r1",
+                    "trial_id": tid,
+                    "task_id": task,
+                    "config_id": cfg,
+                    "repetition": rep,
+                }
+                check = CHECKS[cfg][task][rep - 1]
+                status = check if isinstance(check, str) else "scored"
+                scores.append(
+                    common
+                    | {
+                        "scorer": "checks",
+                        "scorer_group": "checks",
+                        "weight": 1.0,
+                        "status": status,
+                        "value": float(check) if status == "scored" else None,
+                        "cost_usd": None,
+                        "scored_at": T0,
+                    }
+                )
+                for (name, weight), value in zip(CRITERIA, JUDGE[cfg], strict=True):
+                    scores.append(
+                        common
+                        | {
+                            "scorer": f"llm_judge:{name}",
+                            "scorer_group": "llm_judge",
+                            "weight": weight,
+                            "status": "scored",
+                            "value": value,
+                            "cost_usd": 0.001,
+                            "scored_at": T0,
+                        }
+                    )
+    # the older score of A T1 rep 1 (0), superseded by the row above (1) written later
+    old = dict(scores[0]) | {"value": 0.0, "scored_at": T0 - pd.Timedelta(hours=1)}
+    assert old["trial_id"] == "T1/A/1" and old["scorer"] == "checks"
+    scores.append(old)
+    return pd.DataFrame(trials), pd.DataFrame(scores)
+
+
+@pytest.fixture(scope="module")
+def run():
+    trials, scores = make_run()
+    per_trial = trial_overall(trials, scores)
+    table = config_table(trials, scores, per_trial=per_trial).set_index("config_id")
+    return trials, scores, per_trial, table
+
+
+def test_latest_scores_keeps_newest_row():
+    _, scores = make_run()
+    latest = latest_scores(scores)
+    assert len(scores) == 18 * 4 + 1 and len(latest) == 18 * 4
+    row = latest[(latest["trial_id"] == "T1/A/1") & (latest["scorer"] == "checks")]
+    assert row["value"].tolist() == [1.0]
+
+
+def test_overall_scored_of_and_pass_rate(run):
+    _, _, _, t = run
+    # judge group = weight-weighted mean of criteria means; verbosity (weight 0) not counted
+    judge = {
+        "A": 0.75 * 0.8 + 0.25 * 0.4,
+        "B": 0.75 * 0.6 + 0.25 * 1.0,
+        "C": 0.75 * 1.0 + 0.25 * 0.0,
+    }
+    checks = {"A": 3 / 6, "B": 4 / 4, "C": 3 / 6}
+    for cfg in "ABC":
+        assert t.loc[cfg, "score_llm_judge"] == pytest.approx(judge[cfg])
+        assert t.loc[cfg, "score_checks"] == pytest.approx(checks[cfg])
+        assert t.loc[cfg, "overall"] == pytest.approx((judge[cfg] + checks[cfg]) / 2)
+    assert t.loc["A", "overall"] == pytest.approx(0.6)
+    assert t.loc["B", "overall"] == pytest.approx(0.85)
+    assert t.loc["C", "overall"] == pytest.approx(0.625)
+    # verbosity is reported (its own mean) but not counted
+    assert t.loc["A", "score_llm_judge:verbosity"] == pytest.approx(1.0)
+    # error and inconclusive rows: out of the mean, visible as scored/of
+    assert (t.loc["B", "scored_checks"], t.loc["B", "of_checks"]) == (4, 6)
+    assert (t.loc["A", "scored_checks"], t.loc["A", "of_checks"]) == (6, 6)
+    assert t.loc["B", "scored_llm_judge:style"] == 6
+    # pass rate: primary = checks; denominator = trials whose checks are scored
+    assert t.loc["A", "pass_rate"] == pytest.approx(0.5)
+    assert t.loc["B", "pass_rate"] == pytest.approx(1.0) and t.loc["B", "primary_scored"] == 4
+    assert t.loc["C", "pass_rate"] == pytest.approx(0.5)
+    assert (t["primary_scorer"] == "checks").all()
+    assert t.loc["A", "trials"] == 6 and t.loc["A", "trials_succeeded"] == 6
+    assert t.loc["C", "avg_iterations"] == pytest.approx(2.0)
+    assert t.loc["A", "scorer_cost_usd"] == pytest.approx(6 * 3 * 0.001)
+    assert bool(t.loc["A", "is_baseline"]) and not bool(t.loc["B", "is_baseline"])
+
+
+def test_cost_unknown_is_not_zero(run):
+    _, _, _, t = run
+    assert t.loc["A", "avg_cost_usd"] == pytest.approx(0.10)
+    assert t.loc["A", "cost_coverage"] == pytest.approx(1.0)
+    assert t.loc["B", "avg_cost_usd"] == pytest.approx(0.20)  # not (4*0.2 + 2*0)/6
+    assert t.loc["B", "cost_coverage"] == pytest.approx(4 / 6)
+    assert t.loc["B", "cost_unknown"] == "no usage reported: 2"
+    assert t.loc["A", "cost_unknown"] is None
+    assert t.loc["C", "avg_duration_seconds"] == pytest.approx(30.0)
+
+
+def test_pass_at_k_in_table(run):
+    _, _, _, t = run
+    # k = 2 repetitions. A: T1 2/2 -> (1, 1), T2 1/2 -> (1, 0), T3 0/2 -> (0, 0)
+    assert t.loc["A", "k"] == 2
+    assert t.loc["A", "pass_at_k"] == pytest.approx(2 / 3)
+    assert t.loc["A", "pass_hat_k"] == pytest.approx(1 / 3)
+    # B: T1 and T3 have one scored repetition (< k) and are left out; T2 2/2
+    assert t.loc["B", "pass_k_tasks"] == 1
+    assert t.loc["B", "pass_at_k"] == pytest.approx(1.0)
+
+
+def test_pass_rate_ci_clustered_by_task(run):
+    _, _, _, t = run
+    # A pass indicators per task: T1 [1,1], T2 [1,0], T3 [0,0]; mean 0.5, G = 3, n = 6
+    resid = [(1 - 0.5) + (1 - 0.5), (1 - 0.5) + (0 - 0.5), (0 - 0.5) + (0 - 0.5)]
+    se = math.sqrt(3 / 2 * sum(r * r for r in resid)) / 6
+    assert t.loc["A", "pass_rate_ci_low"] == pytest.approx(max(0.0, 0.5 - 1.959963984540054 * se))
+    assert t.loc["A", "pass_rate_ci_high"] == pytest.approx(min(1.0, 0.5 + 1.959963984540054 * se))
+    assert t.loc["A", "overall_ci_low"] < 0.6 < t.loc["A", "overall_ci_high"]
+
+
+def test_baseline_deltas():
+    trials, scores = make_run()
+    base = config_table(trials, scores)
+    better = scores.copy()
+    better.loc[better["scorer"] == "llm_judge:correctness", "value"] = 1.0
+    cur = config_table(trials, better, baseline_table=base).set_index("config_id")
+    # A judge 0.7 -> 0.85: overall +0.075; pass rate unchanged; cost delta only with full coverage
+    assert cur.loc["A", "delta_overall"] == pytest.approx(0.075)
+    assert cur.loc["A", "delta_pass_rate"] == pytest.approx(0.0)
+    assert cur.loc["A", "delta_avg_cost_usd"] == pytest.approx(0.0)
+    assert pd.isna(cur.loc["B", "delta_avg_cost_usd"])
+
+
+def test_grid(run):
+    trials, scores, per_trial, _ = run
+    grid = task_config_grid(trials, scores, per_trial=per_trial)
+    assert len(grid) == 9
+    cell = grid.set_index(["task_id", "config_id"]).loc[("T1", "B")]
+    assert (cell["reps"], cell["reps_scored"], cell["reps_passed"]) == (2, 1, 1)
+    # rep 1: (checks 1 + judge 0.7) / 2 = 0.85; rep 2: checks error -> judge only 0.7
+    assert cell["overall"] == pytest.approx((0.85 + 0.7) / 2)
+    assert cell["score_checks"] == pytest.approx(1.0)
+    assert cell["trial_ids"] == ["T1/B/1", "T1/B/2"]
+    wide = grid_pivot(grid, "passed")
+    assert wide.loc["T2", "A"] == "1/2" and wide.loc["T3", "B"] == "1/2"
+    assert list(wide.columns) == ["A", "B", "C"]
+
+
+def test_recommendations(run):
+    _, _, _, t = run
+    rec = recommend(t.reset_index())
+    assert rec["best_quality"]["config_id"] == "B"
+    # full cost coverage only: A 0.6/0.10 = 6, C 0.625/0.05 = 12.5 (B has unknown cost)
+    assert rec["most_efficient"]["config_id"] == "C"
+    assert rec["most_efficient"]["overall_per_usd"] == pytest.approx(12.5)
+    assert rec["lowest_cost"]["config_id"] == "C"
+    assert rec["comparable"] is False  # B has 4/6 checks scored, A and C 6/6
+    assert "checks" in rec["comparable_note"]
+    assert rec["excluded_from_cost"] == ["B"]
+
+
+def test_by_tag(run):
+    trials, scores, per_trial, _ = run
+    bt = config_table_by_tag(trials, scores, per_trial=per_trial).set_index(["tag", "config_id"])
+    assert sorted(set(bt.index.get_level_values("tag"))) == ["-", "api", "db"]
+    # T3 has two tags: it counts in api and in db
+    assert bt.loc[("api", "A"), "trials"] == 4
+    assert bt.loc[("db", "A"), "trials"] == 2
+    assert bt.loc[("-", "A"), "trials"] == 2
+    assert bt.loc[("api", "A"), "score_checks"] == pytest.approx(0.5)  # T1 1,1 T3 0,0
+    assert bt.loc[("db", "A"), "overall"] == pytest.approx((0.0 + 0.7) / 2)
+    assert bt.loc[("-", "A"), "pass_rate"] == pytest.approx(0.5)
+    assert (bt.loc[("api", "B"), "scored_checks"], bt.loc[("api", "B"), "of_checks"]) == (2, 4)
+    recs = recommendations_by_tag(bt.reset_index()).set_index(["tag", "recommendation"])
+    # db (T3 only): A (0 + 0.7)/2 = 0.35, B (1 + 0.7)/2 = 0.85 (inconclusive rep out), C 0.625
+    assert bt.loc[("db", "B"), "overall"] == pytest.approx(0.85)
+    assert recs.loc[("db", "best_quality"), "config_id"] == "B"
+    assert recs.loc[("-", "best_quality"), "comparable"]  # T2: every check scored
+
+
+def test_report_is_self_contained(run):
+    trials, scores, per_trial, t = run
+    table = t.reset_index()
+    grid = task_config_grid(trials, scores, per_trial=per_trial)
+    frontier = pareto_frontier(table)
+    svg = pareto_chart_svg(frontier)
+    html = render_report_html(
+        {"run_id": "r1", "suite": "demo", "notify": "https://hooks.example/x"},
+        table,
+        grid,
+        recommend(table),
+        frontier,
+        svg,
+        by_tag=config_table_by_tag(trials, scores, per_trial=per_trial),
+    )
+    assert html.startswith("<!DOCTYPE html>")
+    assert '<table class="configs">' in html and "score_llm_judge" in html
+    assert "<svg" in html
+    assert '<table class="grid">' in html and "T3" in html and "1/2" in html
+    assert "http://" not in html and "https://" not in html
+    assert "<link" not in html and "<script" not in html

@@ -1,0 +1,159 @@
+"""Trial isolation: grader integrity, timeouts that kill whole process groups, bounded
+parallelism, and a source checkout that is never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench_pipeline_tests.conftest import run_bench
+
+TAMPER = """
+import pathlib, sys
+# The usage file lives in the trial's evidence folder, next to the grader snapshot.
+inputs = pathlib.Path(sys.argv[1]).parent / "inputs" / "graders"
+for grader in inputs.glob("*.py"):
+    grader.chmod(0o644)
+    grader.write_text("import sys\\nsys.exit(0)\\n")
+"""
+
+SLEEPER = """
+import pathlib, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
+pathlib.Path(sys.argv[1]).write_text(f"{child.pid}\\n")
+time.sleep(1000)
+"""
+
+OVERLAP = """
+import os, pathlib, sys, time
+log = pathlib.Path(sys.argv[1])
+with open(log, "a") as fh:
+    fh.write(f"start {time.monotonic()}\\n")
+time.sleep(0.6)
+with open(log, "a") as fh:
+    fh.write(f"end {time.monotonic()}\\n")
+"""
+
+
+def _command_launch(
+    factory: Path, name: str, script: str, args: list[str], extra: str = "", tasks: int = 2
+) -> Path:
+    (factory / "agents" / f"{name}.py").write_text(textwrap.dedent(script))
+    argv = json.dumps(["python", str(factory / "agents" / f"{name}.py"), *args])
+    (factory / "agents" / f"{name}.yaml").write_text(f"kind: command\ncommand: {argv}\n{extra}")
+    task_ids = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))[
+        :tasks
+    ]
+    launch = factory / "launches" / f"{name}.yaml"
+    launch.write_text(
+        "kind: BenchmarkLaunch\nsuite: invoices\n"
+        f"configs:\n  - {{id: {name}, agent: {name}}}\n"
+        f"tasks: {json.dumps(task_ids)}\nrepetitions: 1\nscorers: [checks]\nmax_parallel: 2\n"
+    )
+    return launch
+
+
+def _trials(home: Path) -> list[dict]:
+    from bench_pipeline.warehouse.store import Warehouse
+
+    return Warehouse(home / "warehouse").read("trials").to_dict("records")
+
+
+def test_a_grader_changed_by_the_agent_invalidates_the_trial(
+    factory: Path, bench_home: Path
+) -> None:
+    launch = _command_launch(factory, "tamper", TAMPER, ["{usage_file}"], tasks=1)
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+    (trial,) = _trials(bench_home)
+    assert trial["outcome"] == "invalidated"
+    assert "grader integrity" in trial["error"] and "changed after the agent" in trial["error"]
+    row = json.loads(out)["config_table"][0]
+    # Invalidated is not a pass and not the agent's failure: the trial is not scored.
+    assert row["scored_checks"] == 0 and row["of_checks"] == 1
+    # The factory's own grader is untouched.
+    grader = factory / "benchmarks/invoices/graders"
+    assert all("sys.exit(0)\n" != p.read_text() for p in grader.glob("*.py"))
+
+
+def test_an_agent_that_sleeps_forever_is_killed_with_its_child_at_timeout(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    launch = _command_launch(
+        factory, "sleeper", SLEEPER, [str(pid_file)], "timeout_seconds: 2\n", tasks=1
+    )
+    code, _, err = run_bench("run", str(launch), home=bench_home)
+    assert code == 0, err
+    (trial,) = _trials(bench_home)
+    assert trial["outcome"] == "budget_exceeded"
+    assert "timeout" in trial["error"]
+    child = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    code, _, _ = run_bench("results", "--fail-on-error", home=bench_home)
+    assert code == 1
+
+
+def test_trials_of_a_partition_run_concurrently_up_to_max_parallel(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "overlap.log"
+    launch = _command_launch(factory, "overlap", OVERLAP, [str(log)], tasks=5)
+    code, _, err = run_bench("run", str(launch), home=bench_home)
+    assert code == 0, err
+    events = sorted(
+        (float(t), kind) for kind, t in (ln.split() for ln in log.read_text().splitlines())
+    )
+    running = peak = 0
+    for _, kind in events:
+        running += 1 if kind == "start" else -1
+        peak = max(peak, running)
+    assert peak == 2  # max_parallel: 2 — concurrent, never more
+
+
+def test_the_source_checkout_is_never_modified(example: Path, bench_home: Path) -> None:
+    repo = example / "service-repo"
+    (repo / "scratch.txt").write_text("uncommitted work\n")
+    status_before = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True
+    ).stdout
+    refs_before = subprocess.run(
+        ["git", "show-ref"], cwd=repo, capture_output=True, text=True
+    ).stdout
+    code, _, err = run_bench(
+        "run",
+        str(example / "factory/launches/demo.yaml"),
+        "--max",
+        "2",
+        "--repeats",
+        "1",
+        home=bench_home,
+    )
+    assert code == 0, err
+    assert (
+        subprocess.run(
+            ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True
+        ).stdout
+        == status_before
+    )
+    assert (
+        subprocess.run(["git", "show-ref"], cwd=repo, capture_output=True, text=True).stdout
+        == refs_before
+    )
+    # Workspaces were separate repositories with no remote and only the bench branch.
+    from bench_pipeline.formats.loader import load_launch
+    from bench_pipeline.workspace.repo import create_workspace
+
+    task = load_launch(example / "factory/launches/demo.yaml").tasks[0]
+    ws = create_workspace(task.repo, task.base_sha, bench_home / "probe")
+    assert subprocess.run(["git", "remote"], cwd=ws, capture_output=True, text=True).stdout == ""
+    assert subprocess.run(
+        ["git", "branch", "--list"], cwd=ws, capture_output=True, text=True
+    ).stdout.split() == ["*", "bench"]
+    assert not (ws / "scratch.txt").exists()
