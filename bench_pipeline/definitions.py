@@ -3,6 +3,7 @@
 import dagster as dg
 
 from bench_pipeline.defs.benchmark.assets import scores, task_set, trials
+from bench_pipeline.defs.operations import build_operations
 from bench_pipeline.defs.resources import BenchResource
 from bench_pipeline.defs.results.assets import results_tables
 
@@ -33,8 +34,14 @@ results_job = dg.define_asset_job(
     RESULTS_JOB, selection=[results_tables], executor_def=dg.in_process_executor
 )
 
+# CI sensor, nightly schedules (one per `nightly: true` suite of $BENCH_FACTORY) and driver,
+# regression and run-failure notifiers.
+operations = build_operations(partition_job=partition_job, results_job=results_job)
+
 defs = dg.Definitions(
     assets=[task_set, trials, scores, results_tables],
-    jobs=[task_set_job, partition_job, rescore_job, results_job],
+    jobs=[task_set_job, partition_job, rescore_job, results_job, *operations.jobs],
+    sensors=operations.sensors,
+    schedules=operations.schedules,
     resources={"bench": BenchResource()},
 )

@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench_pipeline import results as R
 from bench_pipeline.benchmark_run import BenchmarkRun, agent_drift, load_run
+from bench_pipeline.runstate import status_of
 from bench_pipeline.warehouse.store import Warehouse
 
 DERIVED_TABLES = (
@@ -28,6 +29,7 @@ DERIVED_TABLES = (
     "recommendations_by_tag",
     "paired_comparison",
     "regressions",
+    "scenario_turns",
 )
 
 
@@ -41,6 +43,8 @@ class Derived:
     chart_png: Path | None = None
     chart_svg: str = ""
     notes: list[str] = field(default_factory=list)
+    scorers: tuple[str, ...] = ()  # the launch's plus any a rescore added
+    judge_status: str | None = None  # calibration of the judge, when a judge scorer is used
 
     def meta(self) -> dict[str, Any]:
         run = self.run
@@ -53,7 +57,8 @@ class Derived:
             "tasks": len(run.taskset.tasks),
             "configs": ", ".join(c.id for c in run.launch.configs),
             "repetitions": run.launch.repetitions,
-            "scorers": ", ".join(run.launch.scorers),
+            "scorers": ", ".join(self.scorers or run.launch.scorers),
+            **({"judge": self.judge_status} if self.judge_status else {}),
             "baseline_run": self.baseline_run_id or "none",
             **({"notes": " | ".join(self.notes)} if self.notes else {}),
         }
@@ -104,8 +109,10 @@ def compute_derived(
         raise LookupError(f"run {run_id} has no trials yet")
     per_trial = R.trial_overall(trials, scores)
     notes: list[str] = []
-    if drift := agent_drift(run):
-        notes.append(f"agent drift: {', '.join(drift)} changed since the run started")
+    status = status_of(warehouse, run_id) or {}
+    drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
+    if drift:
+        notes.append(f"agent drift: {', '.join(drift)} changed while the run was in progress")
 
     base_id = baseline_run_id or (
         pinned_baseline(warehouse, run.suite) if use_pinned_baseline else None
@@ -127,8 +134,10 @@ def compute_derived(
             bt, bs = run_rows(warehouse, base_id)
             baseline_table = R.config_table(bt, bs) if not bt.empty else None
 
+    scorers, judge = run_scorers(warehouse, run)
+    judge_status = judge_calibration_note(warehouse, judge) if _uses_judge(scorers) else None
     table = R.config_table(trials, scores, baseline_table, per_trial=per_trial)
-    table = _annotate_judge(table, run)
+    table = _annotate_judge(table, run, scorers, judge)
     grid = R.task_config_grid(trials, scores, per_trial=per_trial)
     recs = R.recommend(table)
     frontier = R.pareto_frontier(table)
@@ -170,11 +179,21 @@ def compute_derived(
         "recommendations_by_tag": R.recommendations_by_tag(by_tag),
         "paired_comparison": comparison,
         "regressions": regressions,
+        "scenario_turns": scenario_turns(scores),
     }
     for frame in tables.values():
         if "run_id" not in frame.columns:
             frame.insert(0, "run_id", run_id)
-    derived = Derived(run, tables, recs, base_id, base_note, notes=notes)
+    derived = Derived(
+        run,
+        tables,
+        recs,
+        base_id,
+        base_note,
+        notes=notes,
+        scorers=scorers,
+        judge_status=judge_status,
+    )
     baseline_cfg = next((c.id for c in run.launch.configs if c.agent.kind == "replay"), None)
     derived.chart_svg = R.pareto_chart_svg(frontier, baseline_config=baseline_cfg)
     if chart_dir is not None:
@@ -184,14 +203,49 @@ def compute_derived(
     return derived
 
 
-def _annotate_judge(table: pd.DataFrame, run: BenchmarkRun) -> pd.DataFrame:
+def _uses_judge(scorers: tuple[str, ...]) -> bool:
+    return any(s.split(":")[0] in ("rubric", "llm_judge") for s in scorers)
+
+
+def run_scorers(warehouse: Warehouse, run: BenchmarkRun) -> tuple[tuple[str, ...], Any]:
+    """The scorers a run's scores come from (launch + rescores) and its effective judge."""
+    from bench_pipeline.rescore import effective_judge, rescore_history
+
+    scorers = list(run.launch.scorers)
+    for item in rescore_history(warehouse, run.run_id):
+        scorers += [s for s in item.get("scorers") or [] if s not in scorers]
+    return tuple(scorers), effective_judge(warehouse, run)
+
+
+def judge_calibration_note(warehouse: Warehouse, judge: Any) -> str:
+    from bench_pipeline.rescore import judge_calibration
+
+    if judge is None:
+        return "no judge configured"
+    cal = judge_calibration(warehouse, judge)
+    if cal is None:
+        return f"{judge.model}: NOT calibrated (run `bench calibrate-judge`)"
+    kappa = cal.get("kappa")
+    acc = cal.get("accuracy")
+    shown = ", ".join(
+        part
+        for part in (
+            f"accuracy {acc:.2f}" if isinstance(acc, int | float) else "",
+            f"kappa {kappa:.2f}" if isinstance(kappa, int | float) else "",
+        )
+        if part
+    )
+    return f"{judge.model}: calibrated ({shown}) at {cal.get('calibrated_at', cal.get('created_at', '?'))}"
+
+
+def _annotate_judge(
+    table: pd.DataFrame, run: BenchmarkRun, scorers: tuple[str, ...], judge: Any
+) -> pd.DataFrame:
     """Say when the judge model is also a configuration: it grades its own answers."""
-    judge = run.launch.judge
-    uses_judge = any(s.split(":")[0] in ("rubric", "llm_judge") for s in run.launch.scorers)
     models = {c.id: c.agent.model for c in run.launch.configs}
     table = table.copy()
     table["judge_grades_itself"] = [
-        bool(uses_judge and judge is not None and models.get(cid) == judge.model)
+        bool(_uses_judge(scorers) and judge is not None and models.get(cid) == judge.model)
         for cid in table["config_id"]
     ]
     return table
@@ -201,7 +255,41 @@ def store_derived(warehouse: Warehouse, derived: Derived) -> None:
     run_id = derived.run.run_id
     for name, frame in derived.tables.items():
         warehouse.write(name, _storable(frame), run_id, "table")
-    warehouse.write_json(f"recommendations_json/{run_id}.json", derived.recommendations)
+    warehouse.write_json(
+        f"derived_meta/{run_id}.json",
+        {
+            "recommendations": derived.recommendations,
+            "baseline_run_id": derived.baseline_run_id,
+            "baseline_note": derived.baseline_note,
+            "notes": derived.notes,
+        },
+    )
+
+
+def load_derived(warehouse: Warehouse, run_id: str) -> Derived | None:
+    """The stored derived tables of a run (as the results asset last wrote them), or None.
+    Newer trials or scores than the stored tables (a rescore in progress) also give None."""
+    rel = f"derived_meta/{run_id}.json"
+    if not warehouse.exists(rel):
+        return None
+    stamp = (warehouse.root / rel).stat().st_mtime
+    newest = max(
+        (p.stat().st_mtime for t in ("trials", "scores") for p in warehouse.files(t, run_id)),
+        default=0.0,
+    )
+    if newest > stamp:
+        return None
+    meta = warehouse.read_json(rel)
+    tables = {name: warehouse.read(name, run_id) for name in DERIVED_TABLES}
+    run = load_run(run_id, warehouse)
+    return Derived(
+        run,
+        tables,
+        meta["recommendations"],
+        meta["baseline_run_id"],
+        meta["baseline_note"],
+        notes=meta["notes"],
+    )
 
 
 def _storable(frame: pd.DataFrame) -> pd.DataFrame:
@@ -211,3 +299,31 @@ def _storable(frame: pd.DataFrame) -> pd.DataFrame:
         if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict)).any():
             out[col] = out[col].map(lambda v: json.dumps(v, default=str) if v is not None else None)
     return out
+
+
+def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, config, turn) of text and scenario tasks: passed only when the turn passed in
+    every repetition (pass^N), with latency, tokens and cost averaged over the repetitions."""
+    from bench_pipeline.scorers.asserts import turn_pass_hat_n
+
+    columns = ["task_id", "config_id", "turn", "repetitions", "passes", "passed", "pass_rate"]
+    rows = []
+    asserts = scores[scores["scorer"] == "assert"] if not scores.empty else scores
+    for r in asserts.itertuples():
+        details = json.loads(r.details_json) if isinstance(r.details_json, str) else {}
+        for t in details.get("turns", []):
+            rows.append(
+                {
+                    "task_id": r.task_id,
+                    "config_id": r.config_id,
+                    "repetition": int(r.repetition),
+                    "turn": t.get("turn"),
+                    "passed": t.get("passed"),
+                    "latency_ms": t.get("latency_ms"),
+                    "completion_tokens": t.get("completion_tokens"),
+                    "cost_usd": t.get("cost_usd"),
+                    "judge_score": None,
+                }
+            )
+    out = pd.DataFrame(turn_pass_hat_n(rows))
+    return out if not out.empty else pd.DataFrame(columns=columns)

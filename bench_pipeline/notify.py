@@ -5,8 +5,10 @@ table and the suite's notification state, what to send and the new state. The st
 the warehouse as `notifications/<suite>.json`:
 
     {"suite": ..., "open": {"<config>|<metric>": {run_id, baseline_run_id, baseline, current,
-      tolerance, notified_at, delivered}}, "last_run": {run_id, created_at},
-     "failed_runs": [<dagster run ids already reported>]}
+      tolerance, notified_at, delivered}}, "last_run": {run_id, created_at}}
+
+(failed runs already reported are kept apart, in `notifications/<suite>.failed_runs.json`, so
+the regression and run-failure sensors never overwrite each other's state).
 
 Rules:
 - a regressed row whose (config, metric) has no open regression -> one `regression` notice,
@@ -32,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pandas as pd
 
 from bench_pipeline.warehouse.store import Warehouse
 
@@ -64,7 +67,7 @@ def run_link(dagster_run_id: str | None, environ: dict[str, str] | None = None) 
 
 
 def empty_state(suite: str) -> dict[str, Any]:
-    return {"suite": suite, "open": {}, "last_run": None, "failed_runs": []}
+    return {"suite": suite, "open": {}, "last_run": None}
 
 
 def _num(value: Any) -> float | None:
@@ -78,7 +81,17 @@ def _num(value: Any) -> float | None:
 
 
 def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+    """None, NaN, pandas NA or an empty string (what a Parquet null reads back as)."""
+    if value is None or (isinstance(value, str) and not value):
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _true(value: Any) -> bool:
+    return not _blank(value) and bool(value)
 
 
 def _body(event: str, suite: str, row: dict[str, Any], link: str) -> dict[str, Any]:
@@ -122,7 +135,7 @@ def regression_events(
         if row.get("run_id") not in (None, run_id):
             continue
         key = f"{row.get('config_id')}|{row.get('metric')}"
-        regressed = bool(row.get("regressed")) and not _blank(row.get("regressed"))
+        regressed = _true(row.get("regressed"))
         if regressed:
             if key not in state["open"]:
                 events.append(_body(REGRESSION, suite, row, link))
@@ -284,9 +297,15 @@ def notify_run_failure(
     environ: dict[str, str] | None = None,
     send: Sender = send_notification,
 ) -> dict[str, Any] | None:
-    """Report one failed Dagster run once (state keeps the reported run ids)."""
-    state = load_state(warehouse, suite) if suite else empty_state("")
-    if dagster_run_id in state.get("failed_runs", []):
+    """Report one failed Dagster run once (the reported run ids are kept per suite)."""
+    rel = f"notifications/{suite or '_unknown'}.failed_runs.json"
+    reported: list[str] = []
+    if warehouse.exists(rel):
+        try:
+            reported = list(warehouse.read_json(rel).get("failed_runs") or [])
+        except (OSError, ValueError, AttributeError):
+            reported = []
+    if dagster_run_id in reported:
         return None
     event = run_failed_event(
         suite=suite,
@@ -300,9 +319,6 @@ def notify_run_failure(
         send(url, event)
     else:
         log.warning("notify: no webhook for the failed run %s (suite %s)", dagster_run_id, suite)
-    if suite:
-        state["failed_runs"] = [*state.get("failed_runs", []), dagster_run_id][
-            -MAX_FAILED_RUNS_KEPT:
-        ]
-        warehouse.write_json(state_path(suite), state)
+    reported = [*reported, dagster_run_id][-MAX_FAILED_RUNS_KEPT:]
+    warehouse.write_json(rel, {"suite": suite, "failed_runs": reported})
     return event

@@ -19,7 +19,7 @@ import pandas as pd
 from bench_pipeline.agents import make_agent
 from bench_pipeline.benchmark_run import BenchmarkRun, freeze_run, load_run, save_run
 from bench_pipeline.formats.loader import load_launch, load_prices
-from bench_pipeline.formats.model import Launch
+from bench_pipeline.formats.model import Judge, Launch
 from bench_pipeline.formats.refs import FactoryView
 from bench_pipeline.scoring import INITIAL, preflight_scorers, score_trials
 from bench_pipeline.tables import INFRA_OUTCOMES, OUTCOME_CANCELLED
@@ -52,6 +52,10 @@ class BenchPaths:
 
     def cancel_flag(self, run_id: str) -> Path:
         return self.home / "cancel" / run_id
+
+    def pid_registry(self, run_id: str) -> Path:
+        """Process groups a run's trials have alive (killed when the run is found orphaned)."""
+        return self.home / "pids" / run_id
 
 
 def default_home() -> Path:
@@ -156,7 +160,13 @@ def execute_partition(
         from bench_pipeline.ci.push import ci_finalizer
 
         ctx.finalize_workspace = ci_finalizer(run)
-    run_trials(ctx, todo, config.max_parallel)
+    from bench_pipeline.workspace import process
+
+    process.pid_registry = paths.pid_registry(run.run_id)
+    try:
+        run_trials(ctx, todo, config.max_parallel)
+    finally:
+        process.pid_registry = None
     return warehouse.read("trials", run.run_id, where=_partition_filter(config_id, rep))
 
 
@@ -189,9 +199,11 @@ def score_partition(
     scorer_specs: list[str] | None = None,
     rescore_id: str = INITIAL,
     only_unscored: bool = True,
+    judge: Judge | None = None,
     environ: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Grade the partition's trials; rows are added to the `<rescore_id>` file, never replaced."""
+    """Grade the partition's trials; rows are added to the `<rescore_id>` file, never replaced.
+    `judge` replaces the run's judge (criteria merged by a rescore)."""
     warehouse = paths.warehouse
     where = _partition_filter(config_id, rep)
     trials = warehouse.read("trials", run.run_id, where=where)
@@ -206,7 +218,7 @@ def score_partition(
         existing=existing,
         only_unscored=only_unscored,
         rescore_id=rescore_id,
-        judge=run.launch.judge,
+        judge=judge if judge is not None else run.launch.judge,
         environ=environ,
     )
     if rows:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench_pipeline.warehouse.store import Warehouse
@@ -38,8 +39,8 @@ def mark_running(warehouse: Warehouse, run_id: str) -> None:
     _write(warehouse, run_id, RUNNING, pid=os.getpid(), host=socket.gethostname())
 
 
-def mark_finished(warehouse: Warehouse, run_id: str, status: str = FINISHED) -> None:
-    _write(warehouse, run_id, status)
+def mark_finished(warehouse: Warehouse, run_id: str, status: str = FINISHED, **extra: Any) -> None:
+    _write(warehouse, run_id, status, **extra)
 
 
 def status_of(warehouse: Warehouse, run_id: str) -> dict[str, Any] | None:
@@ -70,8 +71,11 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def recover_interrupted(warehouse: Warehouse) -> list[str]:
-    """Mark runs whose driving process on this host is gone as interrupted; return their ids."""
+def recover_interrupted(warehouse: Warehouse, pid_root: Path | None = None) -> list[str]:
+    """Mark runs whose driving process on this host is gone as interrupted, and kill the agent
+    and grader process groups they left behind (recorded under `pid_root/<run_id>`)."""
+    from bench_pipeline.workspace.process import kill_recorded_groups
+
     host = socket.gethostname()
     interrupted = []
     folder = warehouse.root / "run_status"
@@ -82,6 +86,9 @@ def recover_interrupted(warehouse: Warehouse) -> list[str]:
             and data.get("host") == host
             and not _alive(int(data.get("pid", 0)))
         ):
-            _write(warehouse, data["run_id"], INTERRUPTED, pid=data.get("pid"))
+            killed = kill_recorded_groups(pid_root / data["run_id"]) if pid_root else []
+            _write(
+                warehouse, data["run_id"], INTERRUPTED, pid=data.get("pid"), killed_groups=killed
+            )
             interrupted.append(data["run_id"])
     return interrupted

@@ -275,6 +275,20 @@ def start_redis(*, log_dir: Path, timeout: float = REDIS_START_TIMEOUT) -> Serve
     return server
 
 
+def _celery_script_dirs() -> list[str]:
+    """Where the `celery` script is: the venv's scripts, or a `pip install --target` dir's bin."""
+    dirs = [str(BIN)]
+    try:
+        import celery
+
+        target_bin = Path(celery.__file__).resolve().parents[1] / "bin"
+        if (target_bin / "celery").exists():
+            dirs.append(str(target_bin))
+    except ImportError:
+        pass
+    return dirs
+
+
 def start_celery_worker(
     name: str,
     *,
@@ -287,7 +301,7 @@ def start_celery_worker(
     """`dagster-celery worker start` (its documented CLI) in its own group; the worker is ready
     when it logs `ready.`. It spawns `celery` from PATH, so the venv's scripts go first."""
     run_env = dict(env)
-    run_env["PATH"] = f"{BIN}{os.pathsep}{run_env.get('PATH', '')}"
+    run_env["PATH"] = os.pathsep.join([*_celery_script_dirs(), run_env.get("PATH", "")])
     argv = [
         sys.executable,
         "-m",

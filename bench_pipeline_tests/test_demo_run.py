@@ -148,3 +148,22 @@ def test_the_runs_are_dagster_materializations(demo: dict) -> None:
         assert instance.get_latest_materialization_event(dg.AssetKey("config_table")) is not None
     finally:
         instance.dispose()
+
+
+def test_every_readme_query_runs_on_the_warehouse(demo: dict) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("## Queries", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    queries = [
+        q.strip()
+        for q in block.split(";")
+        if q.strip() and not q.strip().startswith("--") or "SELECT" in q
+    ]
+    queries = [q for q in queries if "SELECT" in q]
+    assert len(queries) >= 5
+    con = duckdb.connect(str(demo["home"] / "warehouse" / "bench.duckdb"), read_only=True)
+    try:
+        results = [con.execute(q).fetchall() for q in queries]
+    finally:
+        con.close()
+    assert results[0], "the latest config table of the demo suite"
+    assert {row[0] for row in results[0]} >= {demo["result"]["run"]["run_id"]}

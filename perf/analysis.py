@@ -153,6 +153,27 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _status_mib(field: str) -> float | None:
+    """VmRSS / VmHWM from /proc (Linux); None elsewhere."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) to the current RSS, so the peak of the derived
+    tables is measured apart from the generation. Linux only."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def _timed(label: str, fn: Callable[[], object], timings: list[tuple[str, float]]) -> object:
     start = time.perf_counter()
     out = fn()
@@ -174,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     mib = (trials.memory_usage(deep=True).sum() + scores.memory_usage(deep=True).sum()) / 2**20
     print(f"input frames: {mib:,.0f} MiB; peak RSS after generation {_peak_mib():,.0f} MiB")
 
+    import gc
+
+    gc.collect()
+    rss_before = _status_mib("VmRSS")
+    peak_reset = _reset_peak()
     timings: list[tuple[str, float]] = []
     pt = _timed(
         "per-trial results (trial_overall)", lambda: R.trial_overall(trials, scores), timings
@@ -222,7 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'TOTAL incl. chart and report':<{width}}  {sum(t for _, t in timings):7.3f} s")
     for label, seconds in extra:
         print(f"  {label:<{width}}  {seconds:7.3f} s  ({len(latest):,} rows kept)")
-    print(f"peak memory (ru_maxrss): {_peak_mib():,.0f} MiB")
+    print(f"peak memory (ru_maxrss, whole process): {_peak_mib():,.0f} MiB")
+    hwm = _status_mib("VmHWM")
+    if peak_reset and hwm is not None and rss_before is not None:
+        print(
+            f"derived tables: RSS before {rss_before:,.0f} MiB (the input frames), peak during "
+            f"{hwm:,.0f} MiB, increase {hwm - rss_before:,.0f} MiB"
+        )
     print(
         table[
             ["config_id", "trials", "overall", "pass_rate", "avg_cost_usd", "cost_coverage"]

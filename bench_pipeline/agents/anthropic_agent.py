@@ -30,8 +30,6 @@ import json
 import time
 from typing import Any, ClassVar
 
-import anthropic
-
 from bench_pipeline.agents.base import (
     BUDGET,
     COMPLETED,
@@ -47,11 +45,12 @@ from bench_pipeline.agents.base import (
 from bench_pipeline.agents.pricing import add_spend, over_budget, priced_usage
 from bench_pipeline.agents.tools import Toolbox
 from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.lazy import anthropic
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 STATE_KEY = "anthropic_messages"
 THINKING_BUDGETS: dict[str | None, int | None] = {
     None: None,

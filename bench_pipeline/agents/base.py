@@ -103,6 +103,11 @@ class Agent(ABC):
     def __init__(self, spec: AgentSpec):
         self.spec = spec
 
+    def not_applicable(self, task: Task) -> tuple[str, str] | None:
+        """(message, short reason) when this agent cannot run `task` at all; None otherwise.
+        Checked before a workspace is made, so nothing is spent on such a trial."""
+        return None
+
     def preflight(self, environ: dict[str, str]) -> None:  # noqa: B027 - optional hook
         """Refuse early (raise BenchInputError) what would fail mid-run, e.g. a missing API key."""
 

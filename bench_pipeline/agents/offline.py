@@ -16,6 +16,7 @@ from bench_pipeline.agents.base import (
     Usage,
     register_agent,
 )
+from bench_pipeline.formats.model import Task
 from bench_pipeline.workspace.repo import WorkspaceError, apply_patch
 
 
@@ -54,13 +55,15 @@ class ReplayAgent(Agent):
     kind = "replay"
     takes_feedback = False
 
+    def not_applicable(self, task: Task) -> tuple[str, str] | None:
+        if task.original is None:
+            return f"task {task.id} has no recorded original answer", "no recorded original answer"
+        return None
+
     def run(self, request: AgentRequest) -> AgentResult:
         original = request.task.original
         if original is None:
-            raise NotApplicable(
-                f"task {request.task.id} has no recorded original answer",
-                "no recorded original answer",
-            )
+            raise NotApplicable(*self.not_applicable(request.task))  # type: ignore[misc]
         usage = Usage(
             original.input_tokens,
             original.output_tokens,

@@ -34,87 +34,23 @@ import pandas as pd
 
 from bench_pipeline.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.ci.github import FAILURE, PENDING, SUCCESS, ChecksClient, summarize, verdict
-from bench_pipeline.scorers.base import SCORE_MISSING, SCORE_SCORED, ScoreResult
+from bench_pipeline.scorers.base import SCORE_SCORED, ScoreResult
+from bench_pipeline.scorers.ci import (
+    CI_RESULT_FILE,
+    CI_SCORER,
+    final_result,
+    pending_result,
+    push_info,
+    when,
+)
 from bench_pipeline.warehouse.store import Warehouse
 
 log = logging.getLogger(__name__)
 
-CI_SCORER = "ci"
 CI_RESCORE_ID = "ci-sensor"
-CI_RESULT_FILE = "ci.json"  # in the trial's evidence folder, written when a result is final
 # After this long past its timeout a commit that never reported is no longer polled.
 GIVE_UP_AFTER_SECONDS = 7 * 24 * 3600
 MAX_REQUESTS_PER_TICK = 200
-
-
-# --------------------------------------------------------------------------- score results
-
-
-def push_info(metadata: dict[str, Any]) -> dict[str, Any] | None:
-    """The trial's CI push (branch, sha, pushed_at...) from its metadata, or None."""
-    info = (metadata.get("finalize") or {}).get("ci")
-    return info if isinstance(info, dict) and info.get("sha") else None
-
-
-def read_result(evidence_dir: Path) -> dict[str, Any] | None:
-    path = Path(evidence_dir) / CI_RESULT_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def final_result(push: dict[str, Any], record: dict[str, Any]) -> ScoreResult:
-    """The `ci` score of a commit whose check suites concluded."""
-    passed = record["verdict"] == SUCCESS
-    suites = record.get("suites") or []
-    if passed:
-        reason = f"every CI check suite passed ({len(suites)}) for {push['sha'][:10]}"
-    else:
-        bad = [
-            f"{s.get('app') or s.get('id')}: {s.get('conclusion')}"
-            for s in suites
-            if s.get("status") == "completed" and s.get("conclusion") not in (None, "success")
-        ]
-        reason = f"CI failed for {push['sha'][:10]}: {', '.join(bad) or 'a check suite failed'}"
-    return ScoreResult.scored(
-        CI_SCORER, 1.0 if passed else 0.0, reason=reason, details=_details(push, record)
-    )
-
-
-def pending_result(push: dict[str, Any], now: datetime | None = None) -> ScoreResult:
-    """`missing`: "CI pending", or pending past the timeout."""
-    now = now or datetime.now(UTC)
-    timeout = float(push.get("timeout_seconds") or 3600.0)
-    waited = (now - _when(push["pushed_at"])).total_seconds() if push.get("pushed_at") else 0.0
-    if waited > timeout:
-        reason = (
-            f"CI pending past ci.timeout_seconds ({timeout:g}s) for {push['sha'][:10]}; "
-            "a late result will still update the score"
-        )
-    else:
-        reason = "CI pending"
-    return ScoreResult(
-        CI_SCORER, SCORE_MISSING, reason=reason, details=_details(push, None) | {"waited": waited}
-    )
-
-
-def _details(push: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
-    out = {k: push.get(k) for k in ("sha", "branch", "remote", "repo")}
-    if record:
-        out |= {
-            "verdict": record.get("verdict"),
-            "suites": record.get("suites"),
-            "checked_at": record.get("checked_at"),
-        }
-    return out
-
-
-def _when(value: str | datetime) -> datetime:
-    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- cursor
@@ -295,7 +231,7 @@ def _poll_run(
         if row is not None and row.get("status") == SCORE_SCORED and _row_sha(row) == item.sha:
             cursor.final.setdefault(run_id, {})[item.trial_id] = item.sha  # lost cursor
             continue
-        waited = (now - _when(push["pushed_at"])).total_seconds()
+        waited = (now - when(push["pushed_at"])).total_seconds()
         if waited > ci.timeout_seconds + GIVE_UP_AFTER_SECONDS:
             log.warning("ci: giving up on %s %s after %.0fs", run_id, item.trial_id, waited)
             cursor.final.setdefault(run_id, {})[item.trial_id] = item.sha

@@ -121,14 +121,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench_pipeline.benchmark_run import load_run
+    from bench_pipeline.benchmark_run import agent_drift, load_run
     from bench_pipeline.defs.launcher import execute_run, get_instance
     from bench_pipeline.estimate import estimate_launch
     from bench_pipeline.pipeline import apply_overrides, load_and_check, start_run
-    from bench_pipeline.runstate import mark_finished, mark_running, recover_interrupted
+    from bench_pipeline.runstate import mark_finished, mark_running
 
     paths = _paths(args)
-    recover_interrupted(paths.warehouse)
     if args.resume:
         if not paths.warehouse.exists(f"manifests/{args.resume}.json"):
             raise CliError(f"--resume: no benchmark run '{args.resume}' in {paths.warehouse.root}")
@@ -167,7 +166,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         status = "cancelled" if paths.cancel_flag(run.run_id).exists() else "finished"
     finally:
-        mark_finished(paths.warehouse, run.run_id, status)
+        # Agent files that changed while the run was in progress: the results say so.
+        mark_finished(paths.warehouse, run.run_id, status, agent_drift=agent_drift(run))
     return _show_results(args, paths, run.run_id, fail_on_error=args.fail_on_error)
 
 
@@ -178,16 +178,18 @@ def _show_results(
     args: argparse.Namespace, paths: Any, run_id: str, fail_on_error: bool = False
 ) -> int:
     from bench_pipeline.cli.format import render_config_table, render_recommendations
-    from bench_pipeline.derived import compute_derived
+    from bench_pipeline.derived import compute_derived, load_derived
     from bench_pipeline.tables import FAILED_OUTCOMES
 
     baseline = getattr(args, "baseline", None)
-    derived = compute_derived(
-        paths.warehouse,
-        run_id,
-        baseline_run_id=None if baseline in (None, "none") else baseline,
-        use_pinned_baseline=baseline != "none",
-    )
+    derived = load_derived(paths.warehouse, run_id) if baseline is None else None
+    if derived is None:
+        derived = compute_derived(
+            paths.warehouse,
+            run_id,
+            baseline_run_id=None if baseline in (None, "none") else baseline,
+            use_pinned_baseline=baseline != "none",
+        )
     table = derived.tables["config_table"]
     trials = paths.warehouse.read("trials", run_id)
     failed = trials[trials["outcome"].isin(FAILED_OUTCOMES)]
@@ -436,10 +438,33 @@ def _add_extensions(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> No
     extra.register(add)
 
 
+def _recover(args: argparse.Namespace) -> None:
+    """Runs whose driving process died (kill -9, crash) are marked interrupted, their leftover
+    process groups killed and their Dagster runs failed, whenever the tool next starts."""
+    from bench_pipeline.runstate import recover_interrupted
+
+    paths = _paths(args)
+    interrupted = recover_interrupted(paths.warehouse, paths.home / "pids")
+    if not interrupted:
+        return
+    from bench_pipeline.defs.launcher import fail_orphaned_runs, get_instance
+
+    instance = get_instance(paths)
+    for rid in interrupted:
+        fail_orphaned_runs(instance, rid)
+        print(
+            f"run {rid} was interrupted (its process is gone); "
+            f"finish it with `bench run --resume {rid}`",
+            file=sys.stderr,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command != "validate":
+            _recover(args)
         return args.fn(args)
     except BenchInputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -114,3 +114,18 @@ def _results_ops(run_id: str) -> dict[str, object]:
     from bench_pipeline.defs.results.assets import RESULTS_OP
 
     return {RESULTS_OP: {"config": {"run_id": run_id}}}
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance, run_id: str) -> int:
+    """Dagster runs of an interrupted benchmark run still marked in progress: report them failed."""
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
+            tags={"bench/run_id": run_id},
+        )
+    )
+    for run in runs:
+        instance.report_run_failed(
+            run, message="bench: the process driving this run died (interrupted)"
+        )
+    return len(runs)

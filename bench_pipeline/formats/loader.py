@@ -840,7 +840,7 @@ def _judge(f: _Fields) -> Judge | None:
             )
         criteria.append(JudgeCriterion(cid, c.number("weight", 1.0, 0) or 0.0, prompt))
     return Judge(
-        model=j.str("model", "claude-sonnet-4-5") or "claude-sonnet-4-5",
+        model=j.str("model", "claude-sonnet-4-6") or "claude-sonnet-4-6",
         effort=j.choice("effort", EFFORTS),
         criteria=tuple(criteria),
         scale_max=j.number("scale_max", 1.0, 1) or 1.0,

@@ -176,7 +176,7 @@ class JudgeCriterion:
 
 @dataclass(frozen=True)
 class Judge:
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-4-6"
     effort: str | None = None
     criteria: tuple[JudgeCriterion, ...] = ()
     scale_max: float = 1.0

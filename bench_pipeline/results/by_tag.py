@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._common import UNTAGGED, single_run
-from .config_table import aggregate_trials, catalog_for
+from ._common import UNTAGGED, first_rows, single_run, str_codes
+from .config_table import aggregate_trials, catalog_for, cell_stats, finish_cells, group_index
 from .recommend import recommendations_frame
 from .scores import trial_overall
 
@@ -39,38 +39,46 @@ def task_tags(per_trial: pd.DataFrame) -> dict[str, list[str]]:
 def config_table_by_tag(
     trials: pd.DataFrame, scores: pd.DataFrame, *, per_trial: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Config table per tag (see module doc)."""
+    """Config table per tag (see module doc).
+
+    Tags are exploded at the task level: per-(config, task) sums are computed once over the
+    trials, then every (config, task) cell feeds the (tag, config) row of each of its task's
+    tags. Clustered CIs and pass@k need exactly these per-task sums."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "config_table_by_tag")
     catalog = catalog_for(pt, scores)
     k = int(pt["repetition"].nunique()) if len(pt) else 0
-    mapping = task_tags(pt)
-    tag_tasks: dict[str, list[str]] = {}
-    for task, tags in mapping.items():
-        for tag in dict.fromkeys(tags):
-            tag_tasks.setdefault(tag, []).append(task)
-    task_cat = pt["task_id"].astype("category")
-    codes = task_cat.cat.codes.to_numpy()
-    cats = list(task_cat.cat.categories.astype(object))
-    slim = pt.drop(columns=[c for c in ("tags", "trial_id", "error") if c in pt.columns])
-    for col in ("outcome", "suite", "agent", "agent_kind", "model", "effort", "factory_ref"):
-        if col in slim.columns and not isinstance(slim[col].dtype, pd.CategoricalDtype):
-            slim[col] = slim[col].astype("category")
-    positions, labels = [], []
-    for tag in sorted(tag_tasks):
-        wanted = [cats.index(t) for t in tag_tasks[tag]]
-        pos = np.flatnonzero(np.isin(codes, wanted))
-        positions.append(pos)
-        labels.append(np.full(len(pos), tag, dtype=object))
-    if not positions:
+    if len(pt) == 0:
         return aggregate_trials(
-            slim.assign(tag=pd.Series(dtype=object)), ["tag", "config_id"], catalog, k
+            pt.assign(tag=pd.Series(dtype=object)), ["tag", "config_id"], catalog, k
         )
-    idx = np.concatenate(positions)
-    exploded = slim.iloc[idx].reset_index(drop=True)
-    exploded.insert(0, "tag", pd.Categorical(np.concatenate(labels)))
-    exploded["run_id"] = exploded["run_id"].astype("category")
-    out = aggregate_trials(exploded, ["tag", "config_id"], catalog, k)
+    inv, cfg_first, n_cfg = group_index(pt, ["config_id"])
+    cells = cell_stats(pt, inv, n_cfg, catalog)
+    task_codes, task_names = str_codes(pt["task_id"])
+    first = first_rows(task_codes, len(task_names))
+    raw_tags = pt["tags"] if "tags" in pt else None
+    tags_of: list[list[str]] = []
+    for row in first:
+        value = raw_tags.iloc[row] if raw_tags is not None and row >= 0 else []
+        tags_of.append(list(dict.fromkeys(_tag_list(value))) or [UNTAGGED])
+    tag_names = sorted({t for tags in tags_of for t in tags})
+    tag_index = {t: i for i, t in enumerate(tag_names)}
+    take, out_key = [], []
+    for c, (g, t) in enumerate(zip(cells["group"], cells["task"], strict=True)):
+        if t < 0:
+            continue
+        for tag in tags_of[t]:
+            take.append(c)
+            out_key.append(tag_index[tag] * n_cfg + g)
+    take_a = np.asarray(take, dtype=np.int64)
+    uniq, group = np.unique(np.asarray(out_key, dtype=np.int64), return_inverse=True)
+    key_values = {
+        "tag": pd.Series([tag_names[u // n_cfg] for u in uniq], dtype=object),
+        "config_id": pt["config_id"].iloc[cfg_first[uniq % n_cfg]].reset_index(drop=True),
+    }
+    out = finish_cells(
+        pt, cells, group, len(uniq), key_values, ["tag", "config_id"], catalog, k, take=take_a
+    )
     return out.sort_values(["tag", "config_id"]).reset_index(drop=True)
 
 

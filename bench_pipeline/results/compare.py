@@ -43,7 +43,7 @@ import pandas as pd
 
 from bench_pipeline.tables import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
-from ._common import nan_to_none, single_run
+from ._common import nan_to_none, single_run, str_codes
 from .scores import trial_overall
 
 SIDE_COLUMNS = ["trial_id", "outcome", "passed", "primary_status", "cost_usd", "duration_seconds"]
@@ -299,9 +299,132 @@ def compare_all(
             if len(base_rows)
             else (configs[0] if configs else None)
         )
+    others = [cfg for cfg in configs if cfg != baseline_config]
+    if not others:
+        return pd.DataFrame([])
+    fast = _FastPairs(pt)
     rows = [
-        paired_comparison(trials, scores, str(cfg), str(baseline_config), per_trial=pt)
-        for cfg in configs
-        if cfg != baseline_config
+        fast.summary(cfg, str(baseline_config))
+        or paired_comparison(trials, scores, cfg, str(baseline_config), per_trial=pt)
+        for cfg in others
     ]
     return pd.DataFrame(rows)
+
+
+class _FastPairs:
+    """compare_all on integer codes: per-trial flags are computed once, pairs are joined by
+    (task, repetition) codes with a sort, per-task signs come from bincount. Falls back (returns
+    None) when a side repeats a (task, repetition), where the generic merge defines the pairs."""
+
+    def __init__(self, pt: pd.DataFrame) -> None:
+        self.pt = pt
+        self.cfg, cfg_u = str_codes(pt["config_id"])
+        self.cfg_index = {str(c): i for i, c in enumerate(cfg_u)}
+        self.task, task_u = str_codes(pt["task_id"])
+        self.n_tasks = len(task_u)
+        rep_codes, rep_u = pd.factorize(pt["repetition"], use_na_sentinel=True)
+        self.key = np.where(
+            (self.task >= 0) & (rep_codes >= 0),
+            self.task * (len(rep_u) + 1) + rep_codes,
+            -1,
+        )
+        out_codes, out_u = str_codes(pt["outcome"])
+        infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
+        succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
+        self.infra = infra_u[out_codes]
+        self.succ = succ_u[out_codes]
+        self.inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
+            dtype=bool, na_value=False
+        )
+        passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
+        self.has_pass = ~np.isnan(passed)
+        self.passed = passed == 1.0
+        self.cost = (
+            pt["cost_usd"].to_numpy(dtype=float, na_value=np.nan)
+            if "cost_usd" in pt
+            else np.full(len(pt), np.nan)
+        )
+        self.dur = (
+            pt["duration_seconds"].to_numpy(dtype=float, na_value=np.nan)
+            if "duration_seconds" in pt
+            else np.full(len(pt), np.nan)
+        )
+        self.holdout = (
+            pt["holdout"].to_numpy(dtype=bool, na_value=False)
+            if "holdout" in pt
+            else np.zeros(len(pt), dtype=bool)
+        )
+
+    def _rows(self, config: str) -> np.ndarray | None:
+        rows = np.flatnonzero(self.cfg == self.cfg_index[config])
+        keys = self.key[rows]
+        rows = rows[np.argsort(keys, kind="stable")]
+        keys = self.key[rows]
+        if len(keys) and (keys[0] < 0 or (keys[1:] == keys[:-1]).any()):
+            return None
+        return rows
+
+    def summary(self, candidate: str, baseline: str) -> dict | None:
+        if candidate not in self.cfg_index or baseline not in self.cfg_index:
+            return None
+        c_rows, b_rows = self._rows(candidate), self._rows(baseline)
+        if c_rows is None or b_rows is None or len(c_rows) == 0 or len(b_rows) == 0:
+            return None
+        ck, bk = self.key[c_rows], self.key[b_rows]
+        pos = np.minimum(np.searchsorted(bk, ck), len(bk) - 1)
+        hit = bk[pos] == ck
+        c, b = c_rows[hit], b_rows[pos[hit]]
+        infra = self.infra[c] | self.infra[b] | self.inconclusive[c] | self.inconclusive[b]
+        unscored = ~infra & ~(self.has_pass[c] & self.has_pass[b])
+        kept = ~infra & ~unscored
+        hold = self.holdout[c] | self.holdout[b]
+        main, hmask = kept & ~hold, kept & hold
+        cp, bp = self.passed[c[main]], self.passed[b[main]]
+        hcp, hbp = self.passed[c[hmask]], self.passed[b[hmask]]
+        task = self.task[c[main]]
+        n_t = np.bincount(task, minlength=self.n_tasks)
+        c_t = np.bincount(task, weights=cp, minlength=self.n_tasks)
+        b_t = np.bincount(task, weights=bp, minlength=self.n_tasks)
+        seen = n_t > 0
+        diff = (c_t - b_t)[seen]
+        wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
+        cm, bm = c[main], b[main]
+        both_ok = self.succ[cm] & self.succ[bm]
+        cost_ok = both_ok & ~np.isnan(self.cost[cm]) & ~np.isnan(self.cost[bm])
+        dur_ok = both_ok & ~np.isnan(self.dur[cm]) & ~np.isnan(self.dur[bm])
+        cost_delta = self.cost[cm][cost_ok] - self.cost[bm][cost_ok]
+        dur_delta = self.dur[cm][dur_ok] - self.dur[bm][dur_ok]
+        c_spend, c_per = _spend(pd.Series(self.cost[cm]), int(cp.sum()))
+        b_spend, b_per = _spend(pd.Series(self.cost[bm]), int(bp.sum()))
+        pt = self.pt
+        return {
+            "candidate_config": candidate,
+            "candidate_run_id": str(pt["run_id"].iloc[c_rows[0]]),
+            "baseline_config": baseline,
+            "baseline_run_id": str(pt["run_id"].iloc[b_rows[0]]),
+            "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[int(c_rows.min())]),
+            "pairs_matched": len(c),
+            "pairs": int(main.sum()),
+            **_counts(cp, bp),
+            "infra_excluded": int(infra.sum()),
+            "unscored_excluded": int(unscored.sum()),
+            "holdout_pairs": int(hmask.sum()),
+            **_counts(hcp, hbp, "holdout_"),
+            "unpaired_candidate": len(c_rows) - len(c),
+            "unpaired_baseline": len(b_rows) - len(c),
+            "tasks": int(seen.sum()),
+            "candidate_tasks_all_pass": int((c_t[seen] == n_t[seen]).sum()),
+            "baseline_tasks_all_pass": int((b_t[seen] == n_t[seen]).sum()),
+            "sign_wins": wins,
+            "sign_losses": losses,
+            "sign_ties": int((diff == 0).sum()),
+            "sign_test_p": sign_test_p(wins, losses),
+            "cost_pairs": int(cost_ok.sum()),
+            "cost_delta_mean_usd": float(cost_delta.mean()) if len(cost_delta) else None,
+            "duration_pairs": int(dur_ok.sum()),
+            "duration_delta_mean_seconds": float(dur_delta.mean()) if len(dur_delta) else None,
+            "candidate_spend_usd": c_spend,
+            "baseline_spend_usd": b_spend,
+            "candidate_cost_per_accepted_usd": c_per,
+            "baseline_cost_per_accepted_usd": b_per,
+        }

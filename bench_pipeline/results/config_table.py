@@ -43,16 +43,19 @@ from bench_pipeline.tables import OUTCOME_SUCCEEDED
 from ._common import (
     EPS,
     SCORE_SCORED,
+    as_categorical,
     as_str_series,
     display_key,
+    first_rows,
     of_col,
     score_col,
     scored_col,
     single_run,
     status_col,
+    str_codes,
 )
 from .scores import scorer_catalog, trial_overall
-from .uncertainty import Z95, clustered_ci_by, pass_k_by
+from .uncertainty import Z95, cells_clustered_se, cells_pass_k
 
 DESCRIPTIVE = ["suite", "agent", "agent_kind", "model", "effort", "factory_ref"]
 
@@ -86,58 +89,139 @@ def aggregate_trials(
 ) -> pd.DataFrame:
     """Config-table metrics of per-trial rows grouped by `keys` (e.g. config_id, or tag+config)."""
     keys = list(keys)
-    names, multi = score_names(catalog)
-    names = [n for n in names if status_col(n) in pt.columns]
-    work = pd.DataFrame({key: pt[key] for key in keys})
-    work["_trial"] = 1
-    work["_succ"] = (pt["outcome"] == OUTCOME_SUCCEEDED).fillna(False).to_numpy(dtype=bool)
-    cost = pt["cost_usd"].astype(float)
-    work["_cost"] = cost
-    work["_cost_known"] = cost.notna()
-    work["_dur"] = pt["duration_seconds"].astype(float) if "duration_seconds" in pt else np.nan
-    work["_iter"] = pt["iterations"].astype(float) if "iterations" in pt else np.nan
-    work["_scost"] = pt["scorer_cost_usd"].astype(float)
-    passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
-    work["_pass"] = passed
-    work["_pass_n"] = ~np.isnan(passed)
-    aggs: dict[str, tuple[str, str]] = {
-        "trials": ("_trial", "sum"),
-        "trials_succeeded": ("_succ", "sum"),
-        "pass_rate": ("_pass", "mean"),
-        "primary_scored": ("_pass_n", "sum"),
-        "avg_cost_usd": ("_cost", "mean"),
-        "total_cost_usd": ("_cost", "sum"),
-        "cost_known_trials": ("_cost_known", "sum"),
-        "avg_duration_seconds": ("_dur", "mean"),
-        "avg_iterations": ("_iter", "mean"),
-        "scorer_cost_usd": ("_scost", "sum"),
-    }
-    for i, name in enumerate(names):
-        st = pt[status_col(name)]
-        work[f"_v{i}"] = pt[score_col(name)].astype(float)
-        work[f"_s{i}"] = (st == SCORE_SCORED).to_numpy()
-        work[f"_o{i}"] = st.notna().to_numpy()
-        aggs[f"_v{i}"] = (f"_v{i}", "mean")
-        aggs[f"_s{i}"] = (f"_s{i}", "sum")
-        aggs[f"_o{i}"] = (f"_o{i}", "sum")
-    inv, first, n_groups = group_index(work, keys)
-    out = pd.DataFrame({key: work[key].iloc[first].reset_index(drop=True) for key in keys})
-    for name, (col, how) in aggs.items():
-        out[name] = _reduce(work[col].to_numpy(dtype=float), inv, n_groups, how)
-    has_scost = _reduce(work["_scost"].to_numpy(dtype=float), inv, n_groups, "count") > 0
-    out.loc[~has_scost, "scorer_cost_usd"] = np.nan
-    has_cost = out["cost_known_trials"] > 0
-    out.loc[~has_cost, "total_cost_usd"] = np.nan
-    out["cost_coverage"] = out["cost_known_trials"] / out["trials"]
+    inv, first, n_groups = group_index(pt, keys)
+    cells = cell_stats(pt, inv, n_groups, catalog)
+    key_values = {key: pt[key].iloc[first].reset_index(drop=True) for key in keys}
+    return finish_cells(pt, cells, cells["group"], n_groups, key_values, keys, catalog, k)
 
-    # per-scorer columns, then group means (weight-weighted over criteria means) and overall
-    for i, name in enumerate(names):
-        out[score_col(name)] = out.pop(f"_v{i}")
-        out[scored_col(name)] = out.pop(f"_s{i}").astype(int)
-        out[of_col(name)] = out.pop(f"_o{i}").astype(int)
+
+def cell_stats(
+    pt: pd.DataFrame, inv: np.ndarray, n_groups: int, catalog: pd.DataFrame
+) -> dict[str, np.ndarray]:
+    """Sums and counts per (group, task) cell: everything the table needs, computed once.
+
+    Returns arrays over the non-empty cells: `group`, `task` (-1: null task_id), `first`
+    (first trial row), and one sum / count per metric."""
+    names, _ = score_names(catalog)
+    names = [n for n in names if status_col(n) in pt.columns]
+    task, task_u = str_codes(pt["task_id"])
+    n_tasks = len(task_u)
+    raw = inv.astype(np.int64) * (n_tasks + 1) + (task + 1)
+    size = n_groups * (n_tasks + 1)
+    if size <= 8 * len(raw) + 1024:
+        counts = np.bincount(raw, minlength=size)
+        ids = np.flatnonzero(counts)
+        remap = np.full(size, -1, dtype=np.int64)
+        remap[ids] = np.arange(len(ids))
+        cell = remap[raw]
+    else:
+        ids, cell = np.unique(raw, return_inverse=True)
+    n_cells = len(ids)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(cell[mask], minlength=n_cells).astype(float)
+
+    def total(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok = ~np.isnan(x)
+        return np.bincount(cell[ok], weights=x[ok], minlength=n_cells), count(ok)
+
+    def floats(col: str) -> np.ndarray:
+        if col not in pt:
+            return np.full(len(pt), np.nan)
+        return pt[col].to_numpy(dtype=float, na_value=np.nan)
+
+    out: dict[str, np.ndarray] = {
+        "group": ids // (n_tasks + 1),
+        "task": ids % (n_tasks + 1) - 1,
+        "first": first_rows(cell, n_cells),
+        "trials": np.bincount(cell, minlength=n_cells).astype(float),
+    }
+    succ = (pt["outcome"] == OUTCOME_SUCCEEDED).to_numpy(dtype=bool, na_value=False)
+    out["succ"] = count(succ)
+    for name, col in (
+        ("pass", "passed"),
+        ("cost", "cost_usd"),
+        ("dur", "duration_seconds"),
+        ("iter", "iterations"),
+        ("scost", "scorer_cost_usd"),
+        ("overall", "overall"),
+    ):
+        out[f"{name}_sum"], out[f"{name}_n"] = total(floats(col))
+    baseline = (
+        pt["is_baseline"].to_numpy(dtype=float, na_value=0.0)
+        if "is_baseline" in pt
+        else np.zeros(len(pt))
+    )
+    out["baseline"] = np.bincount(cell, weights=np.nan_to_num(baseline), minlength=n_cells)
+    for name in names:
+        out[f"v_sum:{name}"], out[f"v_n:{name}"] = total(floats(score_col(name)))
+        st = pt[status_col(name)]
+        out[f"scored:{name}"] = count((st == SCORE_SCORED).to_numpy(dtype=bool, na_value=False))
+        out[f"of:{name}"] = count(st.notna().to_numpy(dtype=bool))
+    # unknown-cost reasons: (cell, reason) counts over the few trials without a cost
+    unknown = np.flatnonzero(np.isnan(floats("cost_usd")))
+    reasons: list[str] = []
+    r_codes = np.zeros(0, dtype=np.int64)
+    if len(unknown):
+        if "cost_unknown_reason" in pt:
+            rs = pt["cost_unknown_reason"].iloc[unknown].astype(object)
+            rs = rs.where(rs.notna() & (rs != ""), "unknown").astype(str)
+        else:
+            rs = pd.Series(["unknown"] * len(unknown))
+        r_codes, r_u = pd.factorize(rs)
+        reasons = [str(r) for r in r_u]
+    out["_unknown_cell"] = cell[unknown]
+    out["_unknown_reason"] = np.asarray(r_codes, dtype=np.int64)
+    out["_reasons"] = np.array(reasons, dtype=object)
+    out["_names"] = np.array(names, dtype=object)
+    return out
+
+
+def finish_cells(
+    pt: pd.DataFrame,
+    cells: dict[str, np.ndarray],
+    group: np.ndarray,
+    n_groups: int,
+    key_values: dict[str, pd.Series],
+    keys: list[str],
+    catalog: pd.DataFrame,
+    k: int | None,
+    take: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The table rows from cell sums; `group[i]` is the output row of cell `take[i]` (a cell
+    may feed several rows, e.g. a task with several tags)."""
+    if take is None:
+        take = np.arange(len(group))
+    names = list(cells["_names"])
+    _, multi = score_names(catalog)
+
+    def agg(name: str) -> np.ndarray:
+        return np.bincount(group, weights=cells[name][take], minlength=n_groups)
+
+    def mean(s: str, c: str) -> np.ndarray:
+        num, den = agg(s), agg(c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+    out = pd.DataFrame(key_values)
+    out["trials"] = agg("trials")
+    out["trials_succeeded"] = agg("succ")
+    out["pass_rate"] = mean("pass_sum", "pass_n")
+    out["primary_scored"] = agg("pass_n")
+    out["avg_cost_usd"] = mean("cost_sum", "cost_n")
+    out["cost_known_trials"] = agg("cost_n")
+    out["total_cost_usd"] = np.where(out["cost_known_trials"] > 0, agg("cost_sum"), np.nan)
+    out["avg_duration_seconds"] = mean("dur_sum", "dur_n")
+    out["avg_iterations"] = mean("iter_sum", "iter_n")
+    out["scorer_cost_usd"] = np.where(agg("scost_n") > 0, agg("scost_sum"), np.nan)
+    out["cost_coverage"] = out["cost_known_trials"] / out["trials"]
+    for name in names:
+        out[score_col(name)] = mean(f"v_sum:{name}", f"v_n:{name}")
+        out[scored_col(name)] = agg(f"scored:{name}").astype(int)
+        out[of_col(name)] = agg(f"of:{name}").astype(int)
     weights = catalog.drop_duplicates("scorer").set_index("scorer")["weight"].astype(float)
-    for group, crit in multi.items():
-        if score_col(group) not in out:
+    for grp, crit in multi.items():
+        if score_col(grp) not in out:
             continue
         num = np.zeros(len(out))
         den = np.zeros(len(out))
@@ -150,7 +234,7 @@ def aggregate_trials(
             num[ok] += w * m[ok]
             den[ok] += w
         with np.errstate(divide="ignore", invalid="ignore"):
-            out[score_col(group)] = np.where(den > 0, num / den, np.nan)
+            out[score_col(grp)] = np.where(den > 0, num / den, np.nan)
     all_groups = set(catalog["scorer_group"])
     group_names = [n for n in names if n in all_groups]
     if group_names:
@@ -165,77 +249,64 @@ def aggregate_trials(
     else:
         out["scored_share"] = np.nan
 
-    # uncertainty, clustered by task
-    ci_frame = pd.DataFrame({key: pt[key] for key in keys})
-    ci_frame["task_id"] = pt["task_id"]
-    ci_frame["overall"] = pt["overall"].astype(float)
-    ci_frame["passed"] = passed
-    oc = clustered_ci_by(ci_frame, "overall", "task_id", keys)[[*keys, "se"]]
-    out = out.merge(oc.rename(columns={"se": "_ose"}), on=keys, how="left")
-    low = (out["overall"] - Z95 * out["_ose"]).clip(0, 1)
-    high = (out["overall"] + Z95 * out["_ose"]).clip(0, 1)
-    out["overall_ci_low"], out["overall_ci_high"] = low, high
-    pc = clustered_ci_by(ci_frame, "passed", "task_id", keys)[[*keys, "ci_low", "ci_high"]]
-    out = out.merge(
-        pc.rename(columns={"ci_low": "pass_rate_ci_low", "ci_high": "pass_rate_ci_high"}),
-        on=keys,
-        how="left",
+    # uncertainty, clustered by task (cells with a null task or key take no part)
+    valid = (cells["task"][take] >= 0) & _keys_valid(key_values, n_groups)[group]
+    g_ok, t_ok = group[valid], take[valid]
+    ose = cells_clustered_se(g_ok, cells["overall_sum"][t_ok], cells["overall_n"][t_ok], n_groups)[
+        1
+    ]
+    out["overall_ci_low"] = (out["overall"] - Z95 * ose).clip(0, 1)
+    out["overall_ci_high"] = (out["overall"] + Z95 * ose).clip(0, 1)
+    p_mean, p_se = cells_clustered_se(
+        g_ok, cells["pass_sum"][t_ok], cells["pass_n"][t_ok], n_groups
     )
+    out["pass_rate_ci_low"] = pd.Series(p_mean - Z95 * p_se).clip(0, 1).to_numpy()
+    out["pass_rate_ci_high"] = pd.Series(p_mean + Z95 * p_se).clip(0, 1).to_numpy()
     if k is None:
         k = int(pt["repetition"].nunique()) if len(pt) else 0
-    pk = pass_k_by(ci_frame, "passed", "task_id", keys, k)
-    out = out.merge(pk, on=keys, how="left")
+    tasks_n, at_k, hat_k = cells_pass_k(
+        g_ok, cells["pass_n"][t_ok], cells["pass_sum"][t_ok], n_groups, k
+    )
+    out["pass_k_tasks"] = tasks_n
+    out["pass_at_k"] = at_k
+    out["pass_hat_k"] = hat_k
     out["k"] = k
 
-    # unknown cost reasons
-    unknown = pt.loc[pt["cost_usd"].isna(), keys].copy()
-    if len(unknown):
-        reason = (
-            pt.loc[pt["cost_usd"].isna(), "cost_unknown_reason"].astype(object)
-            if "cost_unknown_reason" in pt
-            else pd.Series(None, index=unknown.index, dtype=object)
-        )
-        unknown["_reason"] = reason.where(reason.notna() & (reason != ""), "unknown").to_numpy()
-        counts = unknown.groupby([*keys, "_reason"], observed=True).size().reset_index(name="_n")
-        counts = counts.sort_values(
-            [*keys, "_n", "_reason"], ascending=[True] * len(keys) + [False, True]
-        )
-        counts["_txt"] = counts["_reason"].astype(str) + ": " + counts["_n"].astype(str)
-        text = (
-            counts.groupby(keys, observed=True)["_txt"]
-            .agg("; ".join)
-            .reset_index(name="cost_unknown")
-        )
-        out = out.merge(text, on=keys, how="left")
-    else:
-        out["cost_unknown"] = None
-    out["cost_unknown"] = (
-        out["cost_unknown"].astype(object).where(out["cost_unknown"].notna(), None)
-    )
+    # unknown cost reasons, "reason: count; ..." by count desc then reason
+    reasons = list(cells["_reasons"])
+    text: list[str | None] = [None] * n_groups
+    if reasons:
+        n_cells = len(cells["trials"])
+        per_cell = np.zeros((n_cells, len(reasons)))
+        np.add.at(per_cell, (cells["_unknown_cell"], cells["_unknown_reason"]), 1)
+        per_group = np.zeros((n_groups, len(reasons)))
+        np.add.at(per_group, group, per_cell[take])
+        for g in np.flatnonzero(per_group.sum(axis=1) > 0):
+            items = sorted(
+                ((int(c), r) for r, c in zip(reasons, per_group[g], strict=True) if c > 0),
+                key=lambda it: (-it[0], it[1]),
+            )
+            text[g] = "; ".join(f"{r}: {c}" for c, r in items)
+    out["cost_unknown"] = pd.Series(text, dtype=object)
 
     # descriptive columns: from the first trial of each group (constant within a config)
-    desc_cols = [c for c in DESCRIPTIVE if c in pt.columns]
-    if desc_cols or "is_baseline" in pt:
-        for col in desc_cols:
-            out[col] = pt[col].iloc[first].astype(object).to_numpy()
-        if "is_baseline" in pt:
-            flag = pt["is_baseline"].fillna(False).astype(bool).to_numpy(dtype=float)
-            out["is_baseline"] = _reduce(flag, inv, n_groups, "sum") > 0
+    first = np.full(n_groups, len(pt), dtype=np.int64)
+    np.minimum.at(first, group, cells["first"][take])
+    first = np.minimum(first, max(len(pt) - 1, 0))
+    for col in [c for c in DESCRIPTIVE if c in pt.columns]:
+        out[col] = pt[col].iloc[first].astype(object).to_numpy() if len(pt) else None
+    if "is_baseline" in pt:
+        out["is_baseline"] = agg("baseline") > 0
     run_id = pt["run_id"].astype(object).iloc[0] if len(pt) else None
     out.insert(0, "run_id", run_id)
-    out = out.drop(columns=["_ose"])
     for key in keys:
         out[key] = as_str_series(out[key]).to_numpy()
-    primary = pt["primary_scorer"].astype(object).dropna()
-    out["primary_scorer"] = primary.iloc[0] if len(primary) else None
-    for col in (
-        "trials",
-        "trials_succeeded",
-        "primary_scored",
-        "cost_known_trials",
-        "pass_k_tasks",
-    ):
-        out[col] = out[col].fillna(0).astype(int)
+    p_codes, p_u = str_codes(pt["primary_scorer"])
+    p_first = np.flatnonzero(p_codes >= 0)
+    out["primary_scorer"] = p_u[p_codes[p_first[0]]] if len(p_first) else None
+    for col in ("trials", "trials_succeeded", "primary_scored", "cost_known_trials"):
+        out[col] = out[col].astype(int)
+    out["pass_k_tasks"] = out["pass_k_tasks"].astype(int)
 
     front = [
         "run_id",
@@ -278,35 +349,33 @@ def aggregate_trials(
     return out[ordered].reset_index(drop=True)
 
 
+def _keys_valid(key_values: dict[str, pd.Series], n_groups: int) -> np.ndarray:
+    ok = np.ones(n_groups, dtype=bool)
+    for values in key_values.values():
+        ok &= values.notna().to_numpy(dtype=bool)
+    return ok
+
+
 def group_index(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int]:
     """(group number per row, first row of each group, number of groups), groups sorted by keys."""
     combined = np.zeros(len(frame), dtype=np.int64)
+    size = 1
     for key in keys:
         col = frame[key]
         if not isinstance(col.dtype, pd.CategoricalDtype):
-            col = col.astype("category")
+            col = as_categorical(col)
         codes = col.cat.codes.to_numpy().astype(np.int64)
         combined = combined * (len(col.cat.categories) + 1) + (codes + 1)
-    uniq, inv = np.unique(combined, return_inverse=True)
-    order = np.argsort(inv, kind="stable")
-    if len(inv):
-        starts = np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]
+        size *= len(col.cat.categories) + 1
+    if size <= 8 * len(combined) + 1024:
+        present = np.bincount(combined, minlength=size) > 0
+        uniq = np.flatnonzero(present)
+        remap = np.full(size, -1, dtype=np.int64)
+        remap[uniq] = np.arange(len(uniq))
+        inv = remap[combined]
     else:
-        starts = np.zeros(0, dtype=np.int64)
-    return inv, order[starts], len(uniq)
-
-
-def _reduce(x: np.ndarray, inv: np.ndarray, n: int, how: str) -> np.ndarray:
-    """Per-group sum / nan-skipping mean / non-null count with bincount."""
-    ok = ~np.isnan(x)
-    if how == "count":
-        return np.bincount(inv[ok], minlength=n)
-    total = np.bincount(inv[ok], weights=x[ok], minlength=n)
-    if how == "sum":
-        return total
-    count = np.bincount(inv[ok], minlength=n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        uniq, inv = np.unique(combined, return_inverse=True)
+    return inv, first_rows(inv, len(uniq)), len(uniq)
 
 
 def add_baseline_deltas(table: pd.DataFrame, baseline_table: pd.DataFrame) -> pd.DataFrame:

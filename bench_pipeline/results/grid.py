@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._common import as_str_series, display_key, score_col, single_run
+from ._common import as_str_series, display_key, score_col, single_run, str_codes
 from .config_table import catalog_for
 from .scores import trial_overall
 
@@ -32,51 +32,61 @@ def task_config_grid(
         {g for g in catalog["scorer_group"] if score_col(g) in pt.columns}, key=display_key
     )
     keys = ["task_id", "config_id"]
-    passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
-    cost = pt["cost_usd"].astype(float)
-    work = pd.DataFrame(
+    t_codes, t_names = str_codes(pt["task_id"], sort=True)
+    c_codes, c_names = str_codes(pt["config_id"], sort=True)
+    n_c = len(c_names)
+    ok = (t_codes >= 0) & (c_codes >= 0)
+    raw = np.where(ok, t_codes * n_c + c_codes, 0)
+    present = np.bincount(raw[ok], minlength=len(t_names) * n_c) > 0
+    ids = np.flatnonzero(present)
+    remap = np.full(len(present), -1, dtype=np.int64)
+    remap[ids] = np.arange(len(ids))
+    cell = np.where(ok, remap[raw], -1)
+    n_cells = len(ids)
+    rows = np.flatnonzero(ok)
+    cr = cell[rows]
+
+    def fl(col: str) -> np.ndarray:
+        return pt[col].to_numpy(dtype=float, na_value=np.nan)[rows]
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(cr[mask], minlength=n_cells)
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        m = ~np.isnan(x)
+        num = np.bincount(cr[m], weights=x[m], minlength=n_cells)
+        den = count(m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+    passed = fl("passed")
+    cost = fl("cost_usd")
+    holdout = (
+        pt["holdout"].to_numpy(dtype=bool, na_value=False)[rows]
+        if "holdout" in pt
+        else np.zeros(len(rows), dtype=bool)
+    )
+    out = pd.DataFrame(
         {
-            "task_id": pt["task_id"],
-            "config_id": pt["config_id"],
-            "_one": 1,
-            "_pass": np.nan_to_num(passed, nan=0.0),
-            "_scored": ~np.isnan(passed),
-            "_overall": pt["overall"].astype(float),
-            "_cost": cost,
-            "_holdout": pt["holdout"].fillna(False).astype(bool) if "holdout" in pt else False,
+            "task_id": np.asarray(t_names, dtype=object)[ids // n_c] if n_cells else [],
+            "config_id": np.asarray(c_names, dtype=object)[ids % n_c] if n_cells else [],
         }
     )
-    aggs = {
-        "reps": ("_one", "sum"),
-        "reps_scored": ("_scored", "sum"),
-        "reps_passed": ("_pass", "sum"),
-        "overall": ("_overall", "mean"),
-        "avg_cost_usd": ("_cost", "mean"),
-        "cost_known_reps": ("_cost", "count"),
-        "holdout": ("_holdout", "any"),
-    }
-    for i, g in enumerate(groups):
-        work[f"_g{i}"] = pt[score_col(g)].astype(float)
-        aggs[score_col(g)] = (f"_g{i}", "mean")
-    out = work.groupby(keys, observed=True, sort=True).agg(**aggs).reset_index()
-    for col in ("reps", "reps_scored", "reps_passed", "cost_known_reps"):
-        out[col] = out[col].astype(int)
+    out["holdout"] = count(holdout) > 0
+    out["reps"] = count(np.ones(len(rows), dtype=bool)).astype(int)
+    out["reps_scored"] = count(~np.isnan(passed)).astype(int)
+    out["reps_passed"] = count(passed == 1.0).astype(int)
+    out["overall"] = mean(fl("overall"))
+    for g in groups:
+        out[score_col(g)] = mean(fl(score_col(g)))
+    out["avg_cost_usd"] = mean(cost)
+    out["cost_known_reps"] = count(~np.isnan(cost)).astype(int)
 
     # trial ids per cell, in repetition order, without a Python loop over rows
-    order = np.lexsort(
-        (
-            pt["repetition"].to_numpy(),
-            pt["config_id"].cat.codes.to_numpy(),
-            pt["task_id"].cat.codes.to_numpy(),
-        )
-    )
-    ids = pt["trial_id"].to_numpy(dtype=object)[order]
-    t_codes = pt["task_id"].cat.codes.to_numpy()[order]
-    c_codes = pt["config_id"].cat.codes.to_numpy()[order]
-    cell = t_codes.astype(np.int64) * (len(pt["config_id"].cat.categories) + 1) + c_codes
-    bounds = np.flatnonzero(np.diff(cell)) + 1 if len(cell) else np.zeros(0, dtype=int)
-    chunks = np.split(ids, bounds) if len(ids) else []
-    out["trial_ids"] = [chunk.tolist() for chunk in chunks]
+    order = rows[np.lexsort((pt["repetition"].to_numpy()[rows], cr))]
+    bounds = np.searchsorted(cell[order], np.arange(1, n_cells))
+    ids_sorted = pt["trial_id"].iloc[order].to_numpy(dtype=object)
+    out["trial_ids"] = [chunk.tolist() for chunk in np.split(ids_sorted, bounds)][:n_cells]
 
     out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)
     for key in keys:

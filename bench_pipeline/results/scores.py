@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from bench_pipeline.tables import OUTCOME_SUCCEEDED
 
@@ -41,13 +40,15 @@ from ._common import (
     PRIMARY_PRIORITY,
     STATUS_CODE,
     STATUS_LABELS,
-    connect,
+    as_categorical,
     default_group,
     display_key,
+    last_of_max,
+    lookup_rows,
     score_col,
-    sql_str,
     status_col,
-    to_arrow,
+    str_codes,
+    time_key,
 )
 
 TRIAL_COLUMNS = [
@@ -79,63 +80,94 @@ CATEGORICAL = ("run_id", "task_id", "config_id", "outcome")
 
 __all__ = ["latest_scores", "latest_trials", "scorer_catalog", "trial_overall", "OUTCOME_SUCCEEDED"]
 
-# Order key of catalog look-ups: newest scored_at.
-_ORDER_KEY = "coalesce(epoch_us(scored_at), -9223372036854775807)"
+
+def _key_codes(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
+    """One int64 code per row for the combination of `cols` (nulls are a value of their own)."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for col in cols:
+        codes, uniques = str_codes(frame[col])
+        if len(cols) > 1 and combined.max(initial=0) * (len(uniques) + 1) > 2**62:
+            combined = pd.factorize(combined)[0].astype(np.int64)
+        combined = combined * (len(uniques) + 1) + (codes + 1)
+    return combined
 
 
-def _scores_arrow(scores: pd.DataFrame, extra: list[str]):
-    cols = ["run_id", "trial_id", "scorer", *extra, "scored_at"]
-    table = to_arrow(scores, cols)
-    return table.append_column("__r", pa.array(np.arange(len(scores))))
+def _latest_per_key(key: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Boolean mask keeping, per key, the row with the largest `order` (ties: the last row)."""
+    keep = np.ones(len(key), dtype=bool)
+    if len(key) == 0:
+        return keep
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo <= 8 * len(key) + 1024:  # dense keys: bincount instead of a sort
+        inv = key - lo
+        counts = np.bincount(inv)
+    else:
+        inv, counts = np.unique(key, return_inverse=True, return_counts=True)[1:]
+    dup = np.flatnonzero(counts[inv] > 1)
+    if len(dup) == 0:
+        return keep
+    srt = np.lexsort((dup, order[dup], inv[dup]))  # by key, then order, then row
+    last = np.ones(len(dup), dtype=bool)
+    last[:-1] = inv[dup][srt][1:] != inv[dup][srt][:-1]
+    keep[dup] = False
+    keep[dup[srt][last]] = True
+    return keep
 
 
 def latest_scores(scores: pd.DataFrame) -> pd.DataFrame:
     """Per (run_id, trial_id, scorer) the newest row by `scored_at`; input order preserved."""
     if len(scores) == 0:
         return scores.copy()
-    con = connect()
-    con.register("s", _scores_arrow(scores, []))
-    # Cheap pass: a 64-bit hash per key; only keys whose hash repeats are resolved exactly.
-    h = con.sql("SELECT hash(run_id, trial_id, scorer) AS h FROM s").df()["h"]
-    dup = h.duplicated(keep=False).to_numpy()
-    if not dup.any():
-        return scores.copy()
-    cand = np.flatnonzero(dup)
-    con.register("c", _scores_arrow(scores.iloc[cand], []))
-    winners = con.sql(
-        f"SELECT arg_max(__r, ({_ORDER_KEY})::HUGEINT * 1099511627776 + __r) AS w "
-        "FROM c GROUP BY run_id, trial_id, scorer"
-    ).df()["w"]
-    keep = ~dup
-    keep[cand[winners.to_numpy()]] = True
-    return scores.loc[keep].copy()
+    key = _key_codes(scores, ["run_id", "trial_id", "scorer"])
+    keep = _latest_per_key(key, time_key(scores.get("scored_at"), len(scores)))
+    if keep.all():
+        return scores.copy(deep=False)
+    return scores.loc[keep]
 
 
 def latest_trials(trials: pd.DataFrame) -> pd.DataFrame:
     """Per (run_id, trial_id) the row of the latest `attempt_no` (resumed runs rewrite trials)."""
     if len(trials) == 0 or "attempt_no" not in trials.columns:
         return trials
-    con = connect()
-    t = to_arrow(trials, ["run_id", "trial_id", "attempt_no"])
-    con.register("t", t.append_column("__row", pa.array(np.arange(len(trials)))))
-    dups = con.sql(
-        "SELECT count(*) FROM (SELECT 1 FROM t GROUP BY run_id, trial_id HAVING count(*) > 1)"
-    ).fetchall()[0][0]
-    if not dups:
+    key = _key_codes(trials, ["run_id", "trial_id"])
+    attempt = trials["attempt_no"].to_numpy(dtype=float, na_value=np.nan)
+    order = np.where(np.isnan(attempt), -(2.0**62), attempt).astype(np.int64)
+    keep = _latest_per_key(key, order)
+    if keep.all():
         return trials
-    rows = con.sql(
-        "SELECT arg_max(__row, attempt_no::BIGINT * 4294967296 + __row) AS r "
-        "FROM t GROUP BY run_id, trial_id"
-    ).df()["r"]
-    return trials.iloc[np.sort(rows.to_numpy())]
+    return trials.iloc[np.flatnonzero(keep)]
 
 
-def _catalog_from_con(con) -> pd.DataFrame:
-    cat = con.sql(
-        f"SELECT run_id, scorer, arg_max(scorer_group, {_ORDER_KEY}) AS scorer_group, "
-        f"arg_max(weight, {_ORDER_KEY}) AS weight FROM s GROUP BY run_id, scorer"
-    ).df()
-    return _finish_catalog(cat)
+def _catalog_arrays(scores: pd.DataFrame, tkey: np.ndarray) -> tuple[pd.DataFrame, tuple]:
+    """The raw catalog (run_id, scorer, newest non-null scorer_group and weight) and the
+    (run codes, run names, scorer codes, scorer names) of every score row."""
+    run_c, run_u = str_codes(scores["run_id"])
+    sc_c, sc_u = str_codes(scores["scorer"])
+    n_sc = max(len(sc_u), 1)
+    gid = np.where((run_c >= 0) & (sc_c >= 0), run_c * n_sc + sc_c, -1)
+    n_g = max(len(run_u), 1) * n_sc
+    present = np.bincount(gid[gid >= 0], minlength=n_g) > 0
+    cols: dict[str, list] = {"scorer_group": [None] * n_g, "weight": [None] * n_g}
+    if "scorer_group" in scores:
+        g_c, g_u = str_codes(scores["scorer_group"])
+        best = last_of_max(np.where(g_c >= 0, gid, -1), tkey, n_g)
+        cols["scorer_group"] = [g_u[g_c[r]] if r >= 0 else None for r in best]
+    if "weight" in scores:
+        w = scores["weight"].to_numpy(dtype=float, na_value=np.nan)
+        best = last_of_max(np.where(np.isnan(w), -1, gid), tkey, n_g)
+        cols["weight"] = [float(w[r]) if r >= 0 else None for r in best]
+    groups = np.flatnonzero(present)
+    cat = pd.DataFrame(
+        {
+            "run_id": [run_u[g // n_sc] for g in groups],
+            "scorer": [sc_u[g % n_sc] for g in groups],
+            "scorer_group": [cols["scorer_group"][g] for g in groups],
+            "weight": pd.array([cols["weight"][g] for g in groups], dtype="Float64").to_numpy(
+                dtype=float, na_value=np.nan
+            ),
+        }
+    )
+    return cat, (run_c, run_u, sc_c, sc_u)
 
 
 def _finish_catalog(cat: pd.DataFrame) -> pd.DataFrame:
@@ -160,9 +192,8 @@ def scorer_catalog(scores: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(
             columns=["run_id", "scorer", "scorer_group", "weight", "is_primary_group"]
         )
-    con = connect()
-    con.register("s", _scores_arrow(scores, ["scorer_group", "weight"]))
-    return _catalog_from_con(con)
+    tkey = time_key(scores.get("scored_at"), len(scores))
+    return _finish_catalog(_catalog_arrays(scores, tkey)[0])
 
 
 def _group_members(catalog: pd.DataFrame) -> dict[str, list[str]]:
@@ -179,35 +210,49 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     base = trials.loc[:, [c for c in TRIAL_COLUMNS if c in trials.columns]].reset_index(drop=True)
     n = len(base)
     for col in CATEGORICAL:
-        base[col] = base[col].astype("category")
-    con = connect()
+        if col in base:
+            base[col] = as_categorical(base[col])
+    run_codes = base["run_id"].cat.codes.to_numpy().astype(np.int64)
+    run_names = list(base["run_id"].cat.categories.astype(object))
     if len(scores):
-        con.register("s", _scores_arrow(scores, ["scorer_group", "weight", "status"]))
-        catalog = _catalog_from_con(con)
+        tkey = time_key(scores.get("scored_at"), len(scores))
+        raw, (s_run, s_run_u, s_sc, s_sc_u) = _catalog_arrays(scores, tkey)
+        catalog = _finish_catalog(raw)
     else:
         catalog = _finish_catalog(
             pd.DataFrame(columns=["run_id", "scorer", "scorer_group", "weight"])
         )
     scorers = sorted(dict.fromkeys(catalog["scorer"]), key=display_key)
-    run_codes = base["run_id"].cat.codes.to_numpy()
-    run_names = list(base["run_id"].cat.categories.astype(object))
+    run_index = {r: i for i, r in enumerate(run_names)}
 
     values: dict[str, np.ndarray] = {}
     codes: dict[str, np.ndarray] = {}
     cost_total = np.zeros(n)
     cost_known = np.zeros(n, dtype=bool)
     if scorers and n:
-        row, scorer_code, status_code, win = _latest_rows(con, base, scores, scorers)
         n_s = len(scorers)
-        cell = row[win] * n_s + scorer_code[win]
+        row = _match_trials(base, run_codes, run_names, scores, s_run, s_run_u)
+        sc_map = np.array([scorers.index(x) if x in scorers else -1 for x in s_sc_u] + [-1])
+        sc = sc_map[s_sc]  # -1 (null scorer) takes the trailing -1
+        del s_run, s_sc
+        ok = (row >= 0) & (sc >= 0)
+        cell = np.where(ok, row * n_s + sc, -1)
+        del row, sc
+        win = _latest_per_key(cell, tkey) & ok  # one winner per (trial, scorer)
+        del tkey
         src = np.flatnonzero(win)
+        cell = cell[src]
+        st_c, st_u = str_codes(scores["status"])
+        st_map = np.array([STATUS_CODE.get(x, CODE_OTHER) for x in st_u] + [CODE_OTHER])
         v_all = np.full(n * n_s, np.nan)
         s_all = np.full(n * n_s, CODE_MISSING, dtype=np.int8)
         c_all = np.full(n * n_s, np.nan)
         v_all[cell] = scores["value"].to_numpy(dtype=float, na_value=np.nan)[src]
-        s_all[cell] = status_code[src]
+        s_all[cell] = st_map[st_c[src]]
+        del st_c
         if "cost_usd" in scores.columns:
             c_all[cell] = scores["cost_usd"].to_numpy(dtype=float, na_value=np.nan)[src]
+        del cell, src, win
         v_all, s_all, c_all = (a.reshape(n, n_s) for a in (v_all, s_all, c_all))
         for i, scorer in enumerate(scorers):
             v, st, c = v_all[:, i].copy(), s_all[:, i].copy(), c_all[:, i]
@@ -220,6 +265,7 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
             known = ~np.isnan(c)
             cost_total[known] += c[known]
             cost_known |= known
+        del v_all, s_all, c_all
 
     out = {}
     members = _group_members(catalog)
@@ -257,16 +303,15 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         if group not in values:
             out[score_col(group)] = group_values[group]
             out[status_col(group)] = _status_categorical(group_codes[group])
-    if group_values:
-        stack = np.vstack([group_values[g] for g in group_values])
-        groups_scored = (~np.isnan(stack)).sum(axis=0)
-        with np.errstate(invalid="ignore"):
-            overall = np.where(
-                groups_scored > 0, np.nansum(stack, axis=0) / np.maximum(groups_scored, 1), np.nan
-            )
-    else:
-        groups_scored = np.zeros(n, dtype=int)
-        overall = np.full(n, np.nan)
+    total = np.zeros(n)
+    groups_scored = np.zeros(n, dtype=np.int64)
+    for g in group_values:  # same order as before: insertion order of the groups
+        gv = group_values[g]
+        ok = ~np.isnan(gv)
+        total[ok] += gv[ok]
+        groups_scored += ok
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overall = np.where(groups_scored > 0, total / np.maximum(groups_scored, 1), np.nan)
     out["groups_scored"] = groups_scored
     out["overall"] = overall
 
@@ -289,6 +334,9 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     pcode = np.full(n, -1, dtype=np.int8)
     for j, g in enumerate(prim_names):
         sel = prim_idx == j
+        if len(prim_names) == 1 and sel.all():
+            pvalue, pcode = group_values[g].copy(), group_codes[g].copy()
+            break
         pvalue[sel] = group_values[g][sel]
         pcode[sel] = group_codes[g][sel]
     out["primary_scorer"] = (
@@ -297,52 +345,43 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         else pd.Categorical([None] * n)
     )
     out["primary_status"] = _status_categorical(pcode)
-    passed = pd.array(np.where(np.isnan(pvalue), False, pvalue >= 1 - EPS), dtype="boolean")
-    passed[np.isnan(pvalue)] = pd.NA
-    out["passed"] = passed
+    nan_p = np.isnan(pvalue)
+    out["passed"] = pd.arrays.BooleanArray(np.where(nan_p, False, pvalue >= 1 - EPS), nan_p)
     out["scorer_cost_usd"] = np.where(cost_known, cost_total, np.nan)
-    extra = pd.DataFrame(out, index=base.index)
-    result = pd.concat([base, extra], axis=1)
+    del run_index
+    result = base
+    for name, col in out.items():  # one block per column: no consolidation copy
+        result[name] = col
     result.attrs["scorer_catalog"] = catalog.to_dict("records")
     return result
 
 
-def _latest_rows(
-    con, base: pd.DataFrame, scores: pd.DataFrame, scorers: list[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per score row: trial row in `base` (-1 if none), scorer code, status code, is-latest.
-
-    Score rows are matched to trials by an exact join on (run_id, trial_id); duplicates (rescores) are resolved with numpy: newest
-    scored_at wins, ties go to the row written last.
-    """
-    scorer_case = " ".join(f"WHEN {sql_str(x)} THEN {i}" for i, x in enumerate(scorers))
-    status_case = " ".join(f"WHEN {sql_str(k)} THEN {v}" for k, v in STATUS_CODE.items())
-    proj = con.sql(
-        f"SELECT (CASE scorer {scorer_case} ELSE -1 END)::SMALLINT AS sc, "
-        f"(CASE status {status_case} ELSE {CODE_OTHER} END)::TINYINT AS st, "
-        f"{_ORDER_KEY} AS k FROM s"
-    ).df()
-    t = to_arrow(base, ["run_id", "trial_id"])
-    con.register("t", t.append_column("__row", pa.array(np.arange(len(base), dtype=np.int64))))
-    match = con.sql("SELECT s.__r, t.__row FROM s JOIN t USING (run_id, trial_id)").df()
+def _match_trials(
+    base: pd.DataFrame,
+    run_codes: np.ndarray,
+    run_names: list[str],
+    scores: pd.DataFrame,
+    s_run: np.ndarray,
+    s_run_u: list,
+) -> np.ndarray:
+    """Row in `base` of every score row by exact (run_id, trial_id); -1 when none."""
+    run_of = {r: i for i, r in enumerate(run_names)}
+    s_to_base = np.array([run_of.get(r, -1) for r in s_run_u] + [-1], dtype=np.int64)
+    s_base_run = s_to_base[s_run]
+    if len(run_names) == 1 and (s_base_run == 0).all() and (run_codes == 0).all():
+        return lookup_rows(scores["trial_id"], base["trial_id"])
     row = np.full(len(scores), -1, dtype=np.int64)
-    row[match["__r"].to_numpy()] = match["__row"].to_numpy()
-    sc = proj["sc"].to_numpy(dtype=np.int64)
-    st = proj["st"].to_numpy(dtype=np.int8)
-    k = proj["k"].to_numpy(dtype=np.int64)
-    ok = (row >= 0) & (sc >= 0)
-    cell = np.where(ok, row.astype(np.int64) * len(scorers) + sc, -1)
-    win = ok.copy()
-    counts = np.bincount(cell[ok], minlength=len(base) * len(scorers))
-    dup = ok & (counts[np.where(ok, cell, 0)] > 1)
-    if dup.any():
-        idx = np.flatnonzero(dup)
-        order = np.lexsort((idx, k[idx], cell[idx]))  # by cell, then time, then row
-        last = np.ones(len(idx), dtype=bool)
-        last[:-1] = cell[idx][order][1:] != cell[idx][order][:-1]
-        win[idx] = False
-        win[idx[order][last]] = True
-    return row, sc, st, win
+    for i in range(len(run_names)):
+        t_rows = np.flatnonzero(run_codes == i)
+        s_rows = np.flatnonzero(s_base_run == i)
+        if len(t_rows) == 0 or len(s_rows) == 0:
+            continue
+        pos = lookup_rows(
+            scores["trial_id"].iloc[s_rows].reset_index(drop=True),
+            base["trial_id"].iloc[t_rows].reset_index(drop=True),
+        )
+        row[s_rows] = np.where(pos >= 0, t_rows[np.maximum(pos, 0)], -1)
+    return row
 
 
 def _status_categorical(codes: np.ndarray) -> pd.Categorical:

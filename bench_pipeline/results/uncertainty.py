@@ -192,3 +192,43 @@ def pass_k_by(
     if not by:
         out = out.drop(columns="_all")
     return out
+
+
+def cells_clustered_se(
+    group: np.ndarray, sums: np.ndarray, counts: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, CR1 SE) per group from per-(group, cluster) sums and counts (vectorized form of
+    clustered_ci_by: one entry per cluster of a group; empty clusters do not count)."""
+    used = counts > 0
+    g, s, c = group[used], sums[used], counts[used]
+    total = np.bincount(g, weights=s, minlength=n_groups)
+    n = np.bincount(g, weights=c, minlength=n_groups)
+    clusters = np.bincount(g, minlength=n_groups).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
+        ss = np.bincount(g, weights=(s - c * mean[g]) ** 2, minlength=n_groups)
+        factor = np.where(clusters > 1, clusters / (clusters - 1), np.nan)
+        se = np.sqrt(factor * ss) / n
+    return mean, se
+
+
+def cells_pass_k(
+    group: np.ndarray, n_cell: np.ndarray, c_cell: np.ndarray, n_groups: int, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tasks averaged, pass@k, pass^k) per group from per-(group, task) scored counts and
+    passes (vectorized form of pass_k_by)."""
+    used = n_cell > 0
+    g = group[used]
+    n = np.rint(n_cell[used]).astype(np.int64)
+    c = np.rint(c_cell[used]).astype(np.int64)
+    pairs = np.unique(np.stack([n, c]), axis=1) if len(n) else np.zeros((2, 0), np.int64)
+    at_of = {(a, b): pass_at_k(int(a), int(b), k) for a, b in pairs.T}
+    hat_of = {(a, b): pass_hat_k(int(a), int(b), k) for a, b in pairs.T}
+    at = np.array([at_of[key] for key in zip(n, c, strict=True)], dtype=float)
+    hat = np.array([hat_of[key] for key in zip(n, c, strict=True)], dtype=float)
+    ok = ~np.isnan(at)
+    tasks = np.bincount(g[ok], minlength=n_groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        at_mean = np.bincount(g[ok], weights=at[ok], minlength=n_groups) / tasks
+        hat_mean = np.bincount(g[ok], weights=hat[ok], minlength=n_groups) / tasks
+    return tasks, np.where(tasks > 0, at_mean, np.nan), np.where(tasks > 0, hat_mean, np.nan)

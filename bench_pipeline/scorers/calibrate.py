@@ -19,10 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import anthropic
-
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import Judge, Prices
+from bench_pipeline.lazy import anthropic
 from bench_pipeline.scorers.judge import make_client, run_rubric, validate_judge
 
 ITEM_KEYS = ("id", "prompt", "criteria", "patch_or_answer", "label")

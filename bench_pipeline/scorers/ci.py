@@ -16,15 +16,14 @@ checks API (`bench_pipeline.ci.status`), appending the score when it is known. A
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
 from bench_pipeline.ci.github import FAILURE, SUCCESS
-from bench_pipeline.ci.status import (
-    CI_SCORER,
-    final_result,
-    pending_result,
-    push_info,
-    read_result,
-)
 from bench_pipeline.scorers.base import (
+    SCORE_MISSING,
     SCORE_NOT_SCORED,
     Scorer,
     ScoreResult,
@@ -32,6 +31,76 @@ from bench_pipeline.scorers.base import (
     register_scorer,
 )
 from bench_pipeline.scorers.outcome import outcome_gate
+
+CI_SCORER = "ci"
+CI_RESULT_FILE = "ci.json"  # in the trial's evidence folder, written when a result is final
+
+
+def push_info(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The trial's CI push (branch, sha, pushed_at...) from its metadata, or None."""
+    info = (metadata.get("finalize") or {}).get("ci")
+    return info if isinstance(info, dict) and info.get("sha") else None
+
+
+def read_result(evidence_dir: Path) -> dict[str, Any] | None:
+    path = Path(evidence_dir) / CI_RESULT_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def final_result(push: dict[str, Any], record: dict[str, Any]) -> ScoreResult:
+    """The `ci` score of a commit whose check suites concluded."""
+    passed = record["verdict"] == SUCCESS
+    suites = record.get("suites") or []
+    if passed:
+        reason = f"every CI check suite passed ({len(suites)}) for {push['sha'][:10]}"
+    else:
+        bad = [
+            f"{s.get('app') or s.get('id')}: {s.get('conclusion')}"
+            for s in suites
+            if s.get("status") == "completed" and s.get("conclusion") not in (None, "success")
+        ]
+        reason = f"CI failed for {push['sha'][:10]}: {', '.join(bad) or 'a check suite failed'}"
+    return ScoreResult.scored(
+        CI_SCORER, 1.0 if passed else 0.0, reason=reason, details=_details(push, record)
+    )
+
+
+def pending_result(push: dict[str, Any], now: datetime | None = None) -> ScoreResult:
+    """`missing`: "CI pending", or pending past the timeout."""
+    now = now or datetime.now(UTC)
+    timeout = float(push.get("timeout_seconds") or 3600.0)
+    waited = (now - when(push["pushed_at"])).total_seconds() if push.get("pushed_at") else 0.0
+    if waited > timeout:
+        reason = (
+            f"CI pending past ci.timeout_seconds ({timeout:g}s) for {push['sha'][:10]}; "
+            "a late result will still update the score"
+        )
+    else:
+        reason = "CI pending"
+    return ScoreResult(
+        CI_SCORER, SCORE_MISSING, reason=reason, details=_details(push, None) | {"waited": waited}
+    )
+
+
+def _details(push: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
+    out = {k: push.get(k) for k in ("sha", "branch", "remote", "repo")}
+    if record:
+        out |= {
+            "verdict": record.get("verdict"),
+            "suites": record.get("suites"),
+            "checked_at": record.get("checked_at"),
+        }
+    return out
+
+
+def when(value: str | datetime) -> datetime:
+    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 @register_scorer

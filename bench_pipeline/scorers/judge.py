@@ -34,10 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
-
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import BUILTIN_CRITERIA, ID_PATTERN, Judge, JudgeCriterion, Prices
+from bench_pipeline.lazy import anthropic
 from bench_pipeline.scorers.base import (
     SCORE_ERROR,
     SCORE_INCONCLUSIVE,

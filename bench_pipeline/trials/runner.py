@@ -165,6 +165,12 @@ class _TrialState:
 
     def execute(self) -> None:
         task = self.spec.task
+        agent = make_agent(self.agent_spec)
+        if (skip := agent.not_applicable(task)) is not None:
+            message, reason = skip
+            self._set(OUTCOME_NOT_APPLICABLE, message)
+            self.usage = Usage.unknown(f"not run: {reason}")
+            return
         self.home.mkdir()
         snapshot_inputs(self.ctx.suite_dir, self.input_hashes, self.inputs_dir)
         if not task.is_text:
@@ -180,7 +186,6 @@ class _TrialState:
             self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
-        agent = make_agent(self.agent_spec)
         state: dict[str, Any] = {}
         prompt = task.prompt
         for attempt in range(1, self.agent_spec.max_iterations + 1):

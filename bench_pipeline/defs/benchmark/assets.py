@@ -2,6 +2,7 @@
 # No `from __future__ import annotations` in this layer: Dagster reads config and resource
 # types from the real annotations.
 
+import json
 import os
 from collections import Counter
 
@@ -10,6 +11,8 @@ import dagster as dg
 from bench_pipeline.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.defs.partitions import register_configs, trial_partitions
 from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.formats.model import Judge
+from bench_pipeline.formats.serialize import from_jsonable
 from bench_pipeline.pipeline import (
     execute_partition,
     print_progress,
@@ -39,6 +42,9 @@ class ScoreConfig(dg.Config):
     scorers: list[str] = []  # empty = the launch's scorers
     rescore_id: str = INITIAL
     only_unscored: bool = True
+    judge_json: str = (
+        ""  # a judge with merged criteria (bench rescore --criteria); empty = the run's
+    )
 
 
 @dg.asset(group_name="tasks", description="The suite's tasks frozen at launch (content-hashed).")
@@ -144,6 +150,7 @@ def scores(
         scorer_specs=config.scorers or None,
         rescore_id=config.rescore_id,
         only_unscored=config.only_unscored,
+        judge=from_jsonable(Judge, json.loads(config.judge_json)) if config.judge_json else None,
     )
     statuses = Counter(r["status"] for r in rows)
     return dg.MaterializeResult(

@@ -25,6 +25,7 @@ DESCRIPTIONS = {
     "recommendations_by_tag": "Recommendations per task tag.",
     "paired_comparison": "Each configuration paired against the baseline config by task and repetition, with a sign test.",
     "regressions": "Overall drops and cost rises beyond the suite's tolerance against its pinned baseline.",
+    "scenario_turns": "Text and scenario tasks per turn: passed only if it passed in every repetition (pass^N).",
 }
 
 

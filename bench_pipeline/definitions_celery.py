@@ -1,0 +1,150 @@
+"""The same assets and jobs as `bench_pipeline.definitions`, with Dagster's celery executor:
+every step of a run goes to a celery queue and runs in whichever worker takes it.
+
+For scale-out deployments (docs/deploy.md). Load this module *instead of*
+`bench_pipeline.definitions` in a workspace (both define the same asset keys). It needs the
+`celery` extra (dagster-celery), a broker the workers share, and state every worker sees: the
+same DAGSTER_HOME (or a Postgres instance) and the same bench home / warehouse root.
+
+Broker and result backend come from the environment when this module is loaded:
+BENCH_CELERY_BROKER (default redis://127.0.0.1:6379/0) and BENCH_CELERY_BACKEND (default: the
+broker). Workers must be started against the same broker, e.g. with
+`dagster-celery worker start -A dagster_celery.app -y celery.yaml` (see `worker_config`).
+"""
+
+# No `from __future__ import annotations` here: Dagster reads types from real annotations.
+
+import os
+from typing import Any
+
+import dagster as dg
+from dagster_celery import celery_executor
+
+from bench_pipeline.definitions import PARTITION_JOB, RESCORE_JOB, RESULTS_JOB, TASK_SET_JOB
+from bench_pipeline.defs.benchmark.assets import scores, task_set, trials
+from bench_pipeline.defs.operations import build_operations
+from bench_pipeline.defs.partitions import partition_key, trial_partitions
+from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.defs.results.assets import RESULTS_OP, results_tables
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+
+
+def broker_url() -> str:
+    return os.environ.get("BENCH_CELERY_BROKER") or DEFAULT_BROKER
+
+
+def backend_url() -> str:
+    return os.environ.get("BENCH_CELERY_BACKEND") or broker_url()
+
+
+def executor_config() -> dict[str, Any]:
+    """The celery executor's config; the workers' config yaml must name the same broker."""
+    return {
+        "broker": broker_url(),
+        "backend": backend_url(),
+        # One step at a time per worker process: a partition's step runs many trials itself.
+        "config_source": {"worker_prefetch_multiplier": 1, "task_acks_late": True},
+    }
+
+
+def worker_config() -> dict[str, Any]:
+    """The yaml for `dagster-celery worker start -y`: `execution: config:` as in a run config."""
+    return {"execution": {"config": executor_config()}}
+
+
+def _resolve_executor_config(config: dict[str, Any]) -> dict[str, Any]:
+    # Evaluated when a run's config is resolved (not at import): the environment of the
+    # process that launches the run decides the broker; run config may still override it.
+    return {**executor_config(), **{k: v for k, v in config.items() if v}}
+
+
+bench_celery_executor = celery_executor.configured(
+    _resolve_executor_config,
+    name="bench_celery",
+    config_schema={
+        "broker": dg.Field(str, is_required=False, description="default $BENCH_CELERY_BROKER"),
+        "backend": dg.Field(str, is_required=False, description="default $BENCH_CELERY_BACKEND"),
+    },
+)
+
+# The same jobs (same names and selections) as bench_pipeline.definitions; only the executor
+# differs. Steps run in other processes and on other hosts, so nothing is handed over in
+# memory: every asset reads what it needs from the warehouse and the frozen run manifest.
+task_set_job = dg.define_asset_job(
+    TASK_SET_JOB, selection=[task_set], executor_def=bench_celery_executor
+)
+partition_job = dg.define_asset_job(
+    PARTITION_JOB,
+    selection=[trials, scores],
+    executor_def=bench_celery_executor,
+)
+rescore_job = dg.define_asset_job(
+    RESCORE_JOB,
+    selection=[scores],
+    executor_def=bench_celery_executor,
+)
+results_job = dg.define_asset_job(
+    RESULTS_JOB, selection=[results_tables], executor_def=bench_celery_executor
+)
+
+# The CI sensor, nightly schedules and notifiers, as in bench_pipeline.definitions, aimed at
+# the celery jobs.
+operations = build_operations(partition_job=partition_job, results_job=results_job)
+
+defs = dg.Definitions(
+    assets=[task_set, trials, scores, results_tables],
+    jobs=[task_set_job, partition_job, rescore_job, results_job, *operations.jobs],
+    sensors=operations.sensors,
+    schedules=operations.schedules,
+    resources={"bench": BenchResource()},
+    executor=bench_celery_executor,
+)
+
+
+# Module-level job factories, so `dg.reconstructable` can rebuild each job in a worker.
+def define_task_set_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(TASK_SET_JOB)
+
+
+def define_partition_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(PARTITION_JOB)
+
+
+def define_rescore_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(RESCORE_JOB)
+
+
+def define_results_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(RESULTS_JOB)
+
+
+def bench_resource_config(home: str, warehouse_root: str = "") -> dict[str, Any]:
+    """Run config naming the bench home explicitly: workers may not share the submitter's
+    environment, so never rely on their BENCH_HOME or working directory."""
+    return {"resources": {"bench": {"config": {"home": home, "warehouse_root": warehouse_root}}}}
+
+
+def partition_run_config(run_id: str, home: str, warehouse_root: str = "") -> dict[str, Any]:
+    return {
+        "ops": {
+            "trials": {"config": {"run_id": run_id}},
+            "scores": {"config": {"run_id": run_id}},
+        },
+        **bench_resource_config(home, warehouse_root),
+    }
+
+
+def partition_tags(config_id: str, rep: int, run_id: str) -> dict[str, str]:
+    """Tags that make a run of the partitioned job target one config x repetition (the config
+    must be registered first: `bench_pipeline.defs.partitions.register_configs`)."""
+    # The per-dimension tags make the step see a MultiPartitionKey, not the bare "config|rep".
+    key = partition_key(config_id, rep)
+    return {**trial_partitions.get_tags_for_partition_key(key), "bench/run_id": run_id}
+
+
+def results_run_config(run_id: str, home: str, warehouse_root: str = "") -> dict[str, Any]:
+    return {
+        "ops": {RESULTS_OP: {"config": {"run_id": run_id}}},
+        **bench_resource_config(home, warehouse_root),
+    }

@@ -1,0 +1,98 @@
+"""Crash and resume: a run killed with SIGKILL is marked interrupted on the next start, and
+`bench run --resume` finishes only the trials without a final result."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench_pipeline_tests.conftest import run_bench
+
+pytestmark = pytest.mark.slow
+
+AGENT = """
+import os, pathlib, sys, time
+workspace = pathlib.Path(os.getcwd())
+key = "/".join(workspace.parts[-4:-1])  # <task>/<config>/rep<N>
+log = pathlib.Path(sys.argv[1])
+with open(log, "a") as fh:
+    fh.write(f"start {key}\\n")
+time.sleep(1.5)
+with open(log, "a") as fh:
+    fh.write(f"end {key}\\n")
+"""
+
+
+def _trial_files(home: Path) -> list[Path]:
+    return list((home / "warehouse" / "trials").rglob("*.parquet"))
+
+
+def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "agent.log"
+    script = factory / "agents" / "slow.py"
+    script.write_text(textwrap.dedent(AGENT))
+    (factory / "agents" / "slow.yaml").write_text(
+        f"kind: command\ncommand: [python, '{script}', '{log}']\nmax_iterations: 1\n"
+    )
+    tasks = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))[:4]
+    launch = factory / "launches" / "slow.yaml"
+    launch.write_text(
+        "kind: BenchmarkLaunch\nsuite: invoices\nconfigs:\n  - {id: slow, agent: slow}\n"
+        f"tasks: {json.dumps(tasks)}\nrepetitions: 2\nscorers: [checks]\nmax_parallel: 1\n"
+    )
+    bench = Path(sys.executable).parent / "bench"
+    env = {
+        **os.environ,
+        "BENCH_HOME": str(bench_home),
+        "DAGSTER_HOME": str(bench_home / "dagster_home"),
+    }
+    proc = subprocess.Popen(
+        [str(bench), "--home", str(bench_home), "run", str(launch), "--quiet"],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    first_line = proc.stderr.readline()
+    run_id = re.match(r"run (\S+):", first_line).group(1)
+    deadline = time.monotonic() + 120
+    while len(_trial_files(bench_home)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    finished_before = {
+        f"{p.stem}/{p.parent.parent.name}/{p.parent.name}" for p in _trial_files(bench_home)
+    }
+    assert len(finished_before) >= 3
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    code, out, err = run_bench("results", "--list", home=bench_home)
+    assert f"run {run_id} was interrupted" in err
+    assert re.search(rf"{run_id}.*interrupted", out)
+
+    code, out, err = run_bench("run", "--resume", run_id, "--json", home=bench_home)
+    assert code == 0, err
+    table = json.loads(out)["config_table"][0]
+    assert table["trials"] == 8
+
+    from bench_pipeline.warehouse.store import Warehouse
+
+    rows = Warehouse(bench_home / "warehouse").read("trials", run_id)
+    counts = Counter(rows["trial_id"])
+    assert len(counts) == 4 * 1 * 2 and set(counts.values()) == {1}
+    starts = Counter(ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("start"))
+    # Trials finished before the crash never ran again; at most the one in flight ran twice.
+    assert all(starts[k] == 1 for k in finished_before), (starts, finished_before)
+    assert len(starts) == 8 and sum(starts.values()) <= 8 + 1

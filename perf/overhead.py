@@ -1,0 +1,148 @@
+"""Harness overhead: the demo's trials through `bench run` against the same work as a plain loop.
+
+    python perf/overhead.py [--rounds 2] [--parallel 2]
+
+The plain floor is a bash script per trial run by `xargs -P <parallel>`: a fresh repository
+sharing the source's objects, `git apply` of the patch the agent would apply (reference patch,
+recorded original, or nothing), then every check command. The pipeline is the real thing:
+`bench run` in a fresh process and a fresh BENCH_HOME (Python start-up, Dagster runs on a
+persistent SQLite instance, evidence, Parquet, scoring and derived tables included). Both run
+in the same invocation, alternating, so machine noise hits both; the ratio is what counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def plain_scripts(example: Path, work: Path) -> list[Path]:
+    from bench_pipeline.formats.loader import load_launch
+
+    launch = load_launch(example / "factory" / "launches" / "demo.yaml")
+    suite_dir = launch.suite.directory
+    scripts = []
+    for rep in range(1, launch.repetitions + 1):
+        for config in launch.configs:
+            for task in launch.tasks:
+                if config.agent.kind == "replay" and task.original is None:
+                    continue  # nothing to replay: the pipeline records it without running
+                patch = None
+                if config.agent.kind == "reference":
+                    patch = suite_dir / task.reference_patch
+                elif config.agent.kind == "replay":
+                    patch = work / f"original-{task.id}.patch"
+                    patch.write_text(task.original.patch or "")
+                ws = work / f"ws-{task.id}-{config.id}-{rep}"
+                objects = Path(task.repo) / ".git" / "objects"
+                lines = [
+                    "set -u",
+                    f"rm -rf {shlex.quote(str(ws))}",
+                    f"git init -q --initial-branch=bench {shlex.quote(str(ws))}",
+                    f"echo {shlex.quote(str(objects))} > {shlex.quote(str(ws))}/.git/objects/info/alternates",
+                    f"git -C {shlex.quote(str(ws))} reset -q --hard {task.base_sha}",
+                ]
+                if patch is not None:
+                    lines.append(f"git -C {shlex.quote(str(ws))} apply {shlex.quote(str(patch))}")
+                for check in task.checks:
+                    argv = [
+                        a.replace("{inputs}", str(suite_dir)).replace("{workspace}", str(ws))
+                        for a in check.command
+                    ]
+                    if argv[0] in ("python", "python3"):
+                        argv[0] = sys.executable
+                    lines.append(
+                        f"(cd {shlex.quote(str(ws))} && {shlex.join(argv)}) >/dev/null 2>&1"
+                    )
+                lines.append(f"rm -rf {shlex.quote(str(ws))}")
+                script = work / f"trial-{len(scripts):04d}.sh"
+                script.write_text("\n".join(lines) + "\n")
+                scripts.append(script)
+    return scripts
+
+
+def time_plain(scripts: list[Path], parallel: int) -> float:
+    start = time.perf_counter()
+    subprocess.run(
+        ["xargs", "-P", str(parallel), "-n", "1", "bash"],
+        input="\n".join(str(s) for s in scripts),
+        text=True,
+        check=True,
+    )
+    return time.perf_counter() - start
+
+
+def time_pipeline(example: Path, home: Path, parallel: int) -> float:
+    shutil.rmtree(home, ignore_errors=True)
+    env = {
+        **os.environ,
+        "BENCH_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
+    bench = Path(sys.executable).parent / "bench"
+    start = time.perf_counter()
+    subprocess.run(
+        [
+            str(bench),
+            "run",
+            str(example / "factory/launches/demo.yaml"),
+            "--parallel",
+            str(parallel),
+            "--quiet",
+            "--json",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--parallel", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        tmpdir = Path(tmp)
+        example = tmpdir / "example"
+        subprocess.run(
+            [sys.executable, str(ROOT / "data/seed.py"), "--out", str(example)],
+            check=True,
+            capture_output=True,
+        )
+        work = tmpdir / "plain"
+        work.mkdir()
+        scripts = plain_scripts(example, work)
+        plain, pipe = [], []
+        for _ in range(args.rounds):
+            plain.append(time_plain(scripts, args.parallel))
+            pipe.append(time_pipeline(example, tmpdir / "home", args.parallel))
+        p, q = statistics.median(plain), statistics.median(pipe)
+        print(
+            f"trials executed by both: {len(scripts)} (demo launch; replays without an original are recorded, not run)"
+        )
+        print(f"parallelism: {args.parallel}; rounds: {args.rounds}")
+        print(
+            f"plain loop (bash + xargs): {', '.join(f'{t:.2f}s' for t in plain)}  median {p:.2f}s  ({p / len(scripts):.3f} s/trial)"
+        )
+        print(
+            f"bench run (Dagster):       {', '.join(f'{t:.2f}s' for t in pipe)}  median {q:.2f}s  ({q / len(scripts):.3f} s/trial)"
+        )
+        print(f"overhead ratio: {q / p:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
