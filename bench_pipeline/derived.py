@@ -41,10 +41,19 @@ class Derived:
     baseline_run_id: str | None
     baseline_note: str | None
     chart_png: Path | None = None
-    chart_svg: str = ""
     notes: list[str] = field(default_factory=list)
     scorers: tuple[str, ...] = ()  # the launch's plus any a rescore added
     judge_status: str | None = None  # calibration of the judge, when a judge scorer is used
+
+    @property
+    def baseline_config(self) -> str | None:
+        return next((c.id for c in self.run.launch.configs if c.agent.kind == "replay"), None)
+
+    def chart_svg(self) -> str:
+        """The Pareto chart as SVG text (drawn on demand: only the HTML report needs it)."""
+        return R.pareto_chart_svg(
+            self.tables["pareto_frontier"], baseline_config=self.baseline_config
+        )
 
     def meta(self) -> dict[str, Any]:
         run = self.run
@@ -194,11 +203,9 @@ def compute_derived(
         scorers=scorers,
         judge_status=judge_status,
     )
-    baseline_cfg = next((c.id for c in run.launch.configs if c.agent.kind == "replay"), None)
-    derived.chart_svg = R.pareto_chart_svg(frontier, baseline_config=baseline_cfg)
     if chart_dir is not None:
         derived.chart_png = R.pareto_chart(
-            frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=baseline_cfg
+            frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=derived.baseline_config
         )
     return derived
 

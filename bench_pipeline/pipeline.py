@@ -113,7 +113,7 @@ def resolve_run(warehouse: Warehouse, run_id: str | None) -> BenchmarkRun:
 
 
 def trial_part(config_id: str, rep: int, task_id: str) -> str:
-    return f"{config_id}/rep{rep}/{task_id}"
+    return f"{partition_dir(config_id, rep)}/{task_id}"
 
 
 def execute_partition(
@@ -162,12 +162,10 @@ def execute_partition(
         ctx.finalize_workspace = ci_finalizer(run)
     from bench_pipeline.workspace import process
 
+    # One registry per run; concurrent partitions of the run share it.
     process.pid_registry = paths.pid_registry(run.run_id)
-    try:
-        run_trials(ctx, todo, config.max_parallel)
-    finally:
-        process.pid_registry = None
-    return warehouse.read("trials", run.run_id, where=_partition_filter(config_id, rep))
+    run_trials(ctx, todo, config.max_parallel)
+    return warehouse.read("trials", run.run_id, under=partition_dir(config_id, rep))
 
 
 def finished_trials(
@@ -175,16 +173,16 @@ def finished_trials(
 ) -> set[str]:
     """Trial ids of the partition that have a final result (cancelled ones are redone on resume;
     infrastructure failures too when `retry_infra`)."""
-    trials = warehouse.read("trials", run_id, where=_partition_filter(config_id, rep))
+    trials = warehouse.read("trials", run_id, under=partition_dir(config_id, rep))
     if trials.empty:
         return set()
     redo = {OUTCOME_CANCELLED} | (set(INFRA_OUTCOMES) if retry_infra else set())
     return set(trials.loc[~trials["outcome"].isin(redo), "trial_id"])
 
 
-def _partition_filter(config_id: str, rep: int) -> str:
-    safe = config_id.replace("'", "''")
-    return f"config_id = '{safe}' AND repetition = {int(rep)}"
+def partition_dir(config_id: str, rep: int) -> str:
+    """The warehouse sub-folder of one partition's rows (trials, check results, scores)."""
+    return f"{config_id}/rep{int(rep)}"
 
 
 # --------------------------------------------------------------------------- scores
@@ -205,12 +203,11 @@ def score_partition(
     """Grade the partition's trials; rows are added to the `<rescore_id>` file, never replaced.
     `judge` replaces the run's judge (criteria merged by a rescore)."""
     warehouse = paths.warehouse
-    where = _partition_filter(config_id, rep)
-    trials = warehouse.read("trials", run.run_id, where=where)
+    trials = warehouse.read("trials", run.run_id, under=partition_dir(config_id, rep))
     if trials.empty:
         return []
     trials = trials.sort_values("attempt_no").drop_duplicates("trial_id", keep="last")
-    existing = warehouse.read("scores", run.run_id, where=where)
+    existing = warehouse.read("scores", run.run_id, under=partition_dir(config_id, rep))
     rows = score_trials(
         run,
         trials,
@@ -222,7 +219,7 @@ def score_partition(
         environ=environ,
     )
     if rows:
-        part = f"{config_id}/rep{rep}/{rescore_id}"
+        part = f"{partition_dir(config_id, rep)}/{rescore_id}"
         same_file = (
             existing[existing["rescore_id"] == rescore_id] if not existing.empty else existing
         )

@@ -45,7 +45,9 @@ def _command_launch(
 ) -> Path:
     (factory / "agents" / f"{name}.py").write_text(textwrap.dedent(script))
     argv = json.dumps(["python", str(factory / "agents" / f"{name}.py"), *args])
-    (factory / "agents" / f"{name}.yaml").write_text(f"kind: command\ncommand: {argv}\n{extra}")
+    (factory / "agents" / f"{name}.yaml").write_text(
+        f"kind: command\ncommand: {argv}\nmax_iterations: 1\n{extra}"
+    )
     task_ids = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))[
         :tasks
     ]
@@ -157,3 +159,47 @@ def test_the_source_checkout_is_never_modified(example: Path, bench_home: Path) 
         ["git", "branch", "--list"], cwd=ws, capture_output=True, text=True
     ).stdout.split() == ["*", "bench"]
     assert not (ws / "scratch.txt").exists()
+
+
+def test_two_launches_at_once_share_the_global_trial_pool(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    """The instance's `bench_trials` pool admits one partition at a time across runs: two
+    concurrent `bench run`s never have more than one partition's trials (max_parallel 2) alive."""
+    import sys
+
+    log = tmp_path / "overlap.log"
+    launch = _command_launch(factory, "overlap", OVERLAP.replace("0.6", "1.5"), [str(log)], tasks=4)
+    bench = Path(sys.executable).parent / "bench"
+    env = {
+        **os.environ,
+        "BENCH_HOME": str(bench_home),
+        "DAGSTER_HOME": str(bench_home / "dagster_home"),
+    }
+    # Create the instance (its SQLite schema and pool configuration) before the two runs race.
+    from bench_pipeline.defs.launcher import get_instance
+    from bench_pipeline.pipeline import BenchPaths
+
+    get_instance(BenchPaths.from_home(bench_home)).dispose()
+    procs = [
+        subprocess.Popen(
+            [str(bench), "--home", str(bench_home), "run", str(launch), "--quiet"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    events = sorted(
+        (float(t), kind) for kind, t in (ln.split() for ln in log.read_text().splitlines())
+    )
+    assert len(events) == 2 * 2 * 4  # two runs x four trials x (start, end)
+    running = peak = 0
+    for _, kind in events:
+        running += 1 if kind == "start" else -1
+        peak = max(peak, running)
+    assert peak == 2, events

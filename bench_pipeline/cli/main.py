@@ -257,7 +257,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         d.tables["task_grid"],
         d.recommendations,
         d.tables["pareto_frontier"],
-        d.chart_svg,
+        d.chart_svg(),
         by_tag=d.tables["config_table_by_tag"],
         comparison=d.tables["paired_comparison"],
     )

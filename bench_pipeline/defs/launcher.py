@@ -21,6 +21,13 @@ INSTANCE_YAML = """\
 # Written by bench on first use. Edit freely: bench never overwrites it.
 telemetry:
   enabled: false
+# The trials asset runs in the `bench_trials` pool: one partition's trials at a time across
+# every run on this instance (each partition runs up to its max_parallel trials), so two
+# launches, a backfill and a nightly run never oversubscribe the machine. Queued steps wait
+# for a slot without using compute. Raise the limit on a bigger machine.
+concurrency:
+  pools:
+    default_limit: 1
 """
 
 
@@ -65,6 +72,7 @@ def execute_run(
     retry_infra: bool = True,
     on_partition: "callable | None" = None,  # type: ignore[valid-type]
 ) -> None:
+    """Task set, then every (config, rep) partition, then the results, as Dagster runs."""
     from bench_pipeline.definitions import PARTITION_JOB, TASK_SET_JOB, defs
 
     resources = _resources(paths, progress)
@@ -77,7 +85,8 @@ def execute_run(
     )
     _check(result, "task set")
     job = defs.resolve_job_def(PARTITION_JOB)
-    for config_id, rep in run.partitions():
+
+    def one(config_id: str, rep: int) -> None:
         if on_partition:
             on_partition(config_id, rep)
         result = job.execute_in_process(
@@ -94,6 +103,11 @@ def execute_run(
             tags=tags,
         )
         _check(result, f"partition {config_id}|{rep}")
+
+    # Sequential on purpose: execute_in_process is not thread-safe (concurrent runs deadlock
+    # in Dagster's logging setup), and a partition already runs its trials in parallel.
+    for config_id, rep in run.partitions():
+        one(config_id, rep)
     build_results(run.run_id, paths, instance)
 
 
@@ -128,4 +142,7 @@ def fail_orphaned_runs(instance: dg.DagsterInstance, run_id: str) -> int:
         instance.report_run_failed(
             run, message="bench: the process driving this run died (interrupted)"
         )
+        # A killed run never releases its pool slot itself; free it or every later run waits.
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
     return len(runs)

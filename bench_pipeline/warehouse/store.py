@@ -30,6 +30,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "check_results": tables.CHECK_RESULTS,
 }
 _SAFE = re.compile(r"[^A-Za-z0-9_.=-]")
+SMALL_READ_FILES = 200
 
 
 def _safe(part: str) -> str:
@@ -86,19 +87,32 @@ class Warehouse:
 
     # ------------------------------------------------------------------ reading
 
-    def files(self, table: str, run_id: str | None = None) -> list[Path]:
+    def files(self, table: str, run_id: str | None = None, under: str | None = None) -> list[Path]:
         base = self.root / table
         if run_id is not None:
             base = base / _safe(run_id)
+            if under:
+                base = base.joinpath(*(_safe(s) for s in under.split("/") if s))
         return sorted(base.glob("**/*.parquet")) if base.is_dir() else []
 
-    def read(self, table: str, run_id: str | None = None, where: str | None = None) -> pd.DataFrame:
-        """All rows of `table` (optionally of one run) as a DataFrame; empty with the schema's
-        columns when nothing was written yet."""
-        files = self.files(table, run_id)
+    def read(
+        self,
+        table: str,
+        run_id: str | None = None,
+        where: str | None = None,
+        under: str | None = None,
+    ) -> pd.DataFrame:
+        """All rows of `table` (optionally of one run, and of one sub-folder of it such as a
+        partition "<config>/rep<N>") as a DataFrame; empty with the schema's columns when
+        nothing was written yet."""
+        files = self.files(table, run_id, under)
+        schema = SCHEMAS.get(table)
         if not files:
-            schema = SCHEMAS.get(table)
             return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+        if schema is not None and where is None and len(files) <= SMALL_READ_FILES:
+            # A partition's few small files: pyarrow alone is several times faster than a
+            # DuckDB scan, and every partition step reads its own rows.
+            return pa.concat_tables([pq.read_table(f, schema=schema) for f in files]).to_pandas()
         con = duckdb.connect()
         try:
             sql = f"SELECT * FROM read_parquet({[str(f) for f in files]!r}, union_by_name=true)"
