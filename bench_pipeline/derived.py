@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench_pipeline import results as R
 from bench_pipeline.benchmark_run import BenchmarkRun, agent_drift, load_run
+from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
 from bench_pipeline.runstate import status_of
 from bench_pipeline.warehouse.store import Warehouse
 
@@ -165,20 +166,7 @@ def compute_derived(
             baseline_run_id=base_id,
         )
     else:
-        regressions = pd.DataFrame(
-            columns=[
-                "suite",
-                "run_id",
-                "baseline_run_id",
-                "config_id",
-                "metric",
-                "baseline",
-                "current",
-                "tolerance",
-                "regressed",
-                "note",
-            ]
-        )
+        regressions = pd.DataFrame(columns=REGRESSION_COLUMNS)
     tables = {
         "config_table": table,
         "task_grid": grid,

@@ -96,7 +96,7 @@ configs:
   - {{id: reference, agent: reference}}
 repetitions: 1
 scorers: [checks, llm_judge]
-judge: {{model: claude-sonnet-4-5, base_url: "{server.url}"}}
+judge: {{model: claude-sonnet-4-6, base_url: "{server.url}"}}
 """,
         )
         run_id = start(bench_home, launch)
@@ -156,7 +156,7 @@ configs:
   - {{id: counter, agent: counter}}
 repetitions: 2
 scorers: [checks]
-judge: {{model: claude-sonnet-4-5, base_url: "{server.url}"}}
+judge: {{model: claude-sonnet-4-6, base_url: "{server.url}"}}
 """,
         )
         run_id = start(bench_home, launch)

@@ -163,7 +163,69 @@ def test_every_readme_query_runs_on_the_warehouse(demo: dict) -> None:
     con = duckdb.connect(str(demo["home"] / "warehouse" / "bench.duckdb"), read_only=True)
     try:
         results = [con.execute(q).fetchall() for q in queries]
+        (latest,) = con.execute(
+            "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
     finally:
         con.close()
-    assert results[0], "the latest config table of the demo suite"
-    assert {row[0] for row in results[0]} >= {demo["result"]["run"]["run_id"]}
+    # Query 1 gives the latest run's config table: one row per configuration.
+    assert {row[0] for row in results[0]} == {latest} and len(results[0]) == 3
+    assert results[1] and results[2] and results[4] == []  # tags; costs; no flaky grader
+
+
+def test_pareto_chart_is_attached_to_the_asset_metadata(demo: dict) -> None:
+    import base64
+
+    import dagster as dg
+
+    from bench_pipeline.defs.launcher import ensure_dagster_home
+    from bench_pipeline.pipeline import BenchPaths
+
+    ensure_dagster_home(BenchPaths.from_home(demo["home"]))
+    instance = dg.DagsterInstance.get()
+    try:
+        event = instance.get_latest_materialization_event(dg.AssetKey("pareto_frontier"))
+        metadata = event.asset_materialization.metadata
+    finally:
+        instance.dispose()
+    chart = metadata["chart"].value
+    encoded = chart.split("data:image/png;base64,", 1)[1].rstrip(")")
+    assert base64.b64decode(encoded).startswith(b"\x89PNG\r\n\x1a\n")
+    path = Path(metadata["chart_path"].value)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_bench_report_is_one_offline_html_file(demo: dict, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    code, printed, err = run_bench("report", "--out", str(out), home=demo["home"])
+    assert code == 0, err
+    html = out.read_text()
+    assert "http://" not in html and "https://" not in html
+    assert "<svg" in html  # the Pareto chart, inline
+    assert "amount-precision" in html  # the task x config grid
+    assert "reference" in html and "noop" in html  # the config table
+    assert not any(tag in html for tag in ("<script src", "<link ", "@import"))
+
+
+def test_bench_compare_pairs_and_sign_test(demo: dict) -> None:
+    run_id = demo["result"]["run"]["run_id"]
+    code, out, err = run_bench(
+        "compare",
+        run_id,
+        "--against",
+        "noop",
+        "--candidate",
+        "reference",
+        "--json",
+        home=demo["home"],
+    )
+    assert code == 0, err
+    (c,) = json.loads(out)["comparisons"]
+    holdout_tasks = 4  # the example's holdout tasks are reported apart
+    assert c["pairs"] == (14 - holdout_tasks) * 2 and c["candidate_only"] == c["pairs"]
+    assert c["holdout_pairs"] == holdout_tasks * 2
+    # One direction per unique task: 10 wins, no loss -> two-sided p = 2 * 0.5**10.
+    assert (c["sign_wins"], c["sign_losses"]) == (10, 0)
+    assert c["sign_test_p"] == pytest.approx(2 * 0.5**10)
+    code, text, _ = run_bench("compare", run_id, "--against", "noop", home=demo["home"])
+    assert code == 0 and "sign test over unique tasks: 10 better, 0 worse" in text
