@@ -148,6 +148,10 @@ def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None)
             "-",
             color="#1f77b4",
             linewidth=1.5,
+            # A marker keeps a one-point frontier visible in the legend too.
+            marker="o",
+            markerfacecolor="none",
+            markersize=10,
             zorder=1,
             label="Pareto frontier (trade-off)",
         )
@@ -170,6 +174,12 @@ def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None)
             xytext=(6, 5),
             fontsize=8,
         )
+    values = plotted[x].astype(float).dropna()
+    if len(values) and values.min() >= 0:
+        # Costs and durations start at 0; all-equal values (every config free) would otherwise
+        # get a symmetric axis around them, negative dollars included.
+        top = float(values.max()) or (0.01 if x in COST_AXES else 1.0)
+        ax.set_xlim(-0.04 * top, 1.15 * top)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     ax.set_title("Quality vs " + ("cost" if x in COST_AXES else axis_label(x).split(",")[0]))
