@@ -9,6 +9,8 @@ import pandas as pd
 from bench_pipeline.formats.model import Launch, Prices
 from bench_pipeline.warehouse.store import Warehouse
 
+OFFLINE_KINDS = ("reference", "replay", "noop")
+
 
 def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dict[str, Any]:
     """Per config: trials, cap (budget x trials; None when a config has no budget) and a
@@ -21,8 +23,8 @@ def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dic
     for c in launch.configs:
         trials = len(launch.tasks) * per_task
         cap = None if c.agent.budget_usd is None else c.agent.budget_usd * trials
-        if c.agent.kind in ("reference", "noop"):
-            cap = 0.0
+        if c.agent.kind in OFFLINE_KINDS:
+            cap = 0.0  # no model is called (replay reports recorded usage, it spends nothing)
         forecast, known_tasks = _forecast(
             past, c.agent.model, c.agent.kind, [t.id for t in launch.tasks]
         )
@@ -36,9 +38,7 @@ def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dic
                 "budget_usd": c.agent.budget_usd,
                 "cost_cap_usd": cap,
                 "forecast_usd": None if forecast is None else forecast * per_task,
-                "forecast_basis": f"{known_tasks}/{len(launch.tasks)} tasks with past cost"
-                if forecast is not None
-                else "no past runs with known cost",
+                "forecast_basis": _basis(c.agent.kind, forecast, known_tasks, len(launch.tasks)),
                 "price_known": c.agent.model in prices.rates if c.agent.model else None,
             }
         )
@@ -58,7 +58,7 @@ def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dic
 def _forecast(
     past: pd.DataFrame, model: str | None, kind: str, task_ids: list[str]
 ) -> tuple[float | None, int]:
-    if kind in ("reference", "noop"):
+    if kind in OFFLINE_KINDS:
         return 0.0, len(task_ids)
     if past.empty or model is None:
         return None, 0
@@ -68,6 +68,14 @@ def _forecast(
     per_task = rows.groupby("task_id")["cost_usd"].mean()
     # Tasks never run with this model are forecast at the mean of the ones that were.
     return float(per_task.mean() * len(task_ids)), len(per_task)
+
+
+def _basis(kind: str, forecast: float | None, known: int, total: int) -> str:
+    if kind in OFFLINE_KINDS:
+        return "no model is called"
+    if forecast is None:
+        return "no past runs with known cost"
+    return f"{known}/{total} tasks with past cost"
 
 
 def render_estimate(est: dict[str, Any]) -> str:
