@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline import __version__
-from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices, Task
+from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices
 from bench_pipeline.formats.serialize import from_jsonable, to_jsonable
 from bench_pipeline.formats.taskset import FrozenTaskSet, freeze
 from bench_pipeline.trials.runner import TrialSpec
@@ -152,7 +152,3 @@ def save_run(run: BenchmarkRun, warehouse: Warehouse) -> None:
 def load_run(run_id: str, warehouse: Warehouse) -> BenchmarkRun:
     data = warehouse.read_json(manifest_path(run_id))
     return from_jsonable(BenchmarkRun, data)
-
-
-def task_by_id(run: BenchmarkRun, task_id: str) -> Task:
-    return run.taskset.task(task_id)

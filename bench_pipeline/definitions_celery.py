@@ -20,12 +20,15 @@ from typing import Any
 import dagster as dg
 from dagster_celery import celery_executor
 
-from bench_pipeline.definitions import PARTITION_JOB, RESCORE_JOB, RESULTS_JOB, TASK_SET_JOB
-from bench_pipeline.defs.benchmark.assets import scores, task_set, trials
-from bench_pipeline.defs.operations import build_operations
+from bench_pipeline.definitions import (
+    PARTITION_JOB,
+    RESCORE_JOB,
+    RESULTS_JOB,
+    TASK_SET_JOB,
+    build_definitions,
+)
 from bench_pipeline.defs.partitions import partition_key, trial_partitions
-from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.defs.results.assets import RESULTS_OP, results_tables
+from bench_pipeline.defs.results.assets import RESULTS_OP
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
@@ -68,38 +71,11 @@ bench_celery_executor = celery_executor.configured(
     },
 )
 
-# The same jobs (same names and selections) as bench_pipeline.definitions; only the executor
-# differs. Steps run in other processes and on other hosts, so nothing is handed over in
-# memory: every asset reads what it needs from the warehouse and the frozen run manifest.
-task_set_job = dg.define_asset_job(
-    TASK_SET_JOB, selection=[task_set], executor_def=bench_celery_executor
-)
-partition_job = dg.define_asset_job(
-    PARTITION_JOB,
-    selection=[trials, scores],
-    executor_def=bench_celery_executor,
-)
-rescore_job = dg.define_asset_job(
-    RESCORE_JOB,
-    selection=[scores],
-    executor_def=bench_celery_executor,
-)
-results_job = dg.define_asset_job(
-    RESULTS_JOB, selection=[results_tables], executor_def=bench_celery_executor
-)
-
-# The CI sensor, nightly schedules and notifiers, as in bench_pipeline.definitions, aimed at
-# the celery jobs.
-operations = build_operations(partition_job=partition_job, results_job=results_job)
-
-defs = dg.Definitions(
-    assets=[task_set, trials, scores, results_tables],
-    jobs=[task_set_job, partition_job, rescore_job, results_job, *operations.jobs],
-    sensors=operations.sensors,
-    schedules=operations.schedules,
-    resources={"bench": BenchResource()},
-    executor=bench_celery_executor,
-)
+# The same assets, jobs (same names and selections), sensors and schedules as
+# bench_pipeline.definitions; only the executor differs. Steps run in other processes and on
+# other hosts, so nothing is handed over in memory: every asset reads what it needs from the
+# warehouse and the frozen run manifest.
+defs = build_definitions(bench_celery_executor)
 
 
 # Module-level job factories, so `dg.reconstructable` can rebuild each job in a worker.

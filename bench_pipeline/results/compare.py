@@ -262,6 +262,32 @@ def summarize_pairs(pairs: pd.DataFrame, candidate: str, baseline: str, meta: di
         "tasks": len(per_task),
         "candidate_tasks_all_pass": int((per_task["c"] == per_task["n"]).sum()),
         "baseline_tasks_all_pass": int((per_task["b"] == per_task["n"]).sum()),
+        **_sign_and_cost(
+            wins,
+            losses,
+            diff,
+            cost_ok,
+            cost_delta,
+            dur_ok,
+            dur_delta,
+            (c_spend, b_spend, c_per, b_per),
+        ),
+    }
+
+
+def _sign_and_cost(
+    wins: int,
+    losses: int,
+    diff: np.ndarray,
+    cost_ok: np.ndarray,
+    cost_delta: np.ndarray,
+    dur_ok: np.ndarray,
+    dur_delta: np.ndarray,
+    spend: tuple[object, object, object, object],
+) -> dict:
+    """The sign test, cost/duration deltas and spend fields shared by both comparison paths."""
+    c_spend, b_spend, c_per, b_per = spend
+    return {
         "sign_wins": wins,
         "sign_losses": losses,
         "sign_ties": int((diff == 0).sum()),
@@ -415,16 +441,14 @@ class _FastPairs:
             "tasks": int(seen.sum()),
             "candidate_tasks_all_pass": int((c_t[seen] == n_t[seen]).sum()),
             "baseline_tasks_all_pass": int((b_t[seen] == n_t[seen]).sum()),
-            "sign_wins": wins,
-            "sign_losses": losses,
-            "sign_ties": int((diff == 0).sum()),
-            "sign_test_p": sign_test_p(wins, losses),
-            "cost_pairs": int(cost_ok.sum()),
-            "cost_delta_mean_usd": float(cost_delta.mean()) if len(cost_delta) else None,
-            "duration_pairs": int(dur_ok.sum()),
-            "duration_delta_mean_seconds": float(dur_delta.mean()) if len(dur_delta) else None,
-            "candidate_spend_usd": c_spend,
-            "baseline_spend_usd": b_spend,
-            "candidate_cost_per_accepted_usd": c_per,
-            "baseline_cost_per_accepted_usd": b_per,
+            **_sign_and_cost(
+                wins,
+                losses,
+                diff,
+                cost_ok,
+                cost_delta,
+                dur_ok,
+                dur_delta,
+                (c_spend, b_spend, c_per, b_per),
+            ),
         }

@@ -478,17 +478,3 @@ def findings_prompt(failing: list[dict[str, Any]]) -> str:
         if output:
             lines.append("  output:\n    " + output[-FINDING_OUTPUT_CHARS:].replace("\n", "\n    "))
     return "\n".join(lines)
-
-
-def interleaved_order(
-    tasks: list[Task], configs: list[Config], repetitions: int
-) -> list[tuple[Task, Config, int]]:
-    """Within a repetition configurations alternate task by task; the order reverses on each
-    repetition, so time-of-day and rate-limit effects favour no configuration."""
-    order = []
-    for rep in range(1, repetitions + 1):
-        pairs = [(t, c) for t in tasks for c in configs]
-        if rep % 2 == 0:
-            pairs.reverse()
-        order.extend((t, c, rep) for t, c in pairs)
-    return order

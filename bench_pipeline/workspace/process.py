@@ -90,11 +90,6 @@ _watchdog: threading.Thread | None = None
 WATCH_INTERVAL = 0.1
 
 
-def live_process_groups() -> set[int]:
-    with _watch_lock:
-        return set(_watched)
-
-
 def _watch_loop() -> None:
     while True:
         time.sleep(WATCH_INTERVAL)
