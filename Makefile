@@ -29,9 +29,11 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null; \
 	else echo "install chromium and redis-server to run the browser and celery tests"; fi
 
+# ruff, then the package layering (import-linter contracts in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 test: install system-deps lint
 	$(BIN)/python -m pytest -q

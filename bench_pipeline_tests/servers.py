@@ -2,7 +2,7 @@
 in its own process group on 127.0.0.1, and stop the whole group afterwards.
 
 A server started from a non-interactive shell can ignore SIGTERM, and killing only its parent
-orphans the children (DAGSTER-NOTES): every server here gets its own session (setsid), and
+orphans the children (dagster dev ignores SIGTERM when started in the background): every server here gets its own session (setsid), and
 `stop()` signals the group, escalating to SIGKILL. Output goes to a log file next to the test,
 quoted in the error when a server dies or never answers.
 """

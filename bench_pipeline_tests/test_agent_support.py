@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.agents.base import AgentRequest
+from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import AgentSpec, Prices, Task, Turn
-from bench_pipeline.trials.transcript import Transcript
 from bench_pipeline.workspace.process import scrubbed_env
 
 PRICES = Prices(

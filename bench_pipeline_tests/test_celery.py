@@ -1,5 +1,5 @@
 """Scale-out: a 2-config x 2-repetition launch executed by two celery workers through
-`bench_pipeline.definitions_celery` gives the same config table as `bench run` in-process."""
+`bench_pipeline.defs.celery` gives the same config table as `bench run` in-process."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ def _write_launch(factory: Path) -> Path:
 
 
 def _config_table(home: Path, run_id: str):
-    from bench_pipeline.derived import compute_derived
-    from bench_pipeline.pipeline import BenchPaths
+    from bench_pipeline.runs.derived import compute_derived
+    from bench_pipeline.runs.paths import BenchPaths
 
     table = compute_derived(BenchPaths.from_home(home).warehouse, run_id).tables["config_table"]
     return table[COMPARED].sort_values("config_id").reset_index(drop=True)
@@ -91,7 +91,8 @@ def test_celery_workers_match_in_process_run(
         m.setenv("DAGSTER_HOME", str(inproc_home / "dagster_home"))
         code, _, err = run_bench("run", str(launch), "--quiet", home=inproc_home)
     assert code == 0, err
-    from bench_pipeline.pipeline import BenchPaths, latest_run_id
+    from bench_pipeline.runs.paths import BenchPaths
+    from bench_pipeline.runs.start import latest_run_id
 
     inproc_run = latest_run_id(BenchPaths.from_home(inproc_home).warehouse)
     expected = _config_table(inproc_home, inproc_run)
@@ -101,7 +102,7 @@ def test_celery_workers_match_in_process_run(
 
     from bench_pipeline.defs.launcher import ensure_dagster_home
     from bench_pipeline.defs.partitions import register_configs
-    from bench_pipeline.pipeline import start_run
+    from bench_pipeline.runs.start import start_run
 
     paths = BenchPaths.from_home(bench_home)
     dagster_home = ensure_dagster_home(paths)  # also sets DAGSTER_HOME (monkeypatched)
@@ -110,7 +111,7 @@ def test_celery_workers_match_in_process_run(
     with stopping(redis):
         monkeypatch.setenv("BENCH_CELERY_BROKER", redis.url)
         monkeypatch.setenv("BENCH_CELERY_BACKEND", redis.url)
-        import bench_pipeline.definitions_celery as dc
+        import bench_pipeline.defs.celery as dc
 
         config_yaml = tmp_path / "celery.yaml"
         config_yaml.write_text(yaml.safe_dump(dc.worker_config()))

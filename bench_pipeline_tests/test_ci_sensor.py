@@ -17,8 +17,11 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from bench_pipeline.benchmark_run import BenchmarkRun
-from bench_pipeline.ci.push import (
+from bench_pipeline.defs.definitions import defs
+from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.ops.ci_poll import CI_RESCORE_ID
+from bench_pipeline.runs.benchmark_run import BenchmarkRun
+from bench_pipeline.runs.ci_push import (
     CIPushError,
     check_branch,
     display_remote,
@@ -26,10 +29,10 @@ from bench_pipeline.ci.push import (
     resolve_remote,
     trial_branch,
 )
-from bench_pipeline.ci.status import CI_RESCORE_ID
-from bench_pipeline.definitions import defs
-from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.pipeline import BenchPaths, execute_partition, score_partition, start_run
+from bench_pipeline.runs.execute import execute_partition
+from bench_pipeline.runs.paths import BenchPaths
+from bench_pipeline.runs.score import score_partition
+from bench_pipeline.runs.start import start_run
 from bench_pipeline_tests.http_fakes import Recorded, Reply, ScriptedServer
 
 REPO = "acme/invoices"

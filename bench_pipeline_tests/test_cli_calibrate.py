@@ -66,7 +66,7 @@ def test_calibrate_judge_prints_agreement_and_records_it(bench_home, tmp_path, m
 
     # recorded: results can tell that this judge configuration was calibrated
     from bench_pipeline.formats.model import Judge
-    from bench_pipeline.rescore import judge_calibration
+    from bench_pipeline.runs.calibration import judge_calibration
     from bench_pipeline.warehouse.store import Warehouse
 
     wh = Warehouse(bench_home / "warehouse")

@@ -99,7 +99,7 @@ def test_cancel_kills_running_agents_and_keeps_finished_trials(factory, bench_ho
             proc.wait()
         log.close()
 
-    from bench_pipeline.runstate import status_of
+    from bench_pipeline.runs.status import status_of
     from bench_pipeline.warehouse.store import Warehouse
 
     wh = Warehouse(bench_home / "warehouse")

@@ -11,7 +11,7 @@ import git
 import pytest
 import yaml
 
-from bench_pipeline.promote import github_repo, set_top_level
+from bench_pipeline.authoring.promote import github_repo, set_top_level
 from bench_pipeline_tests.conftest import run_bench
 from bench_pipeline_tests.http_fakes import Reply, ScriptedServer
 

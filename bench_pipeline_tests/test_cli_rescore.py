@@ -184,8 +184,8 @@ judge: {{model: claude-sonnet-4-6, base_url: "{server.url}"}}
     readable = rows[rows["scorer"] == "llm_judge:readable"]
     assert len(readable) == 2 and set(readable["value"]) == {0.8}
     assert set(readable["weight"]) == {2.0}
-    from bench_pipeline.benchmark_run import load_run
-    from bench_pipeline.rescore import effective_judge
+    from bench_pipeline.runs.benchmark_run import load_run
+    from bench_pipeline.runs.rescore import effective_judge
     from bench_pipeline.warehouse.store import Warehouse
 
     wh = Warehouse(bench_home / "warehouse")
@@ -197,7 +197,7 @@ def test_rescore_refuses_unknown_scorer(factory, bench_home):
     code, _, err = run_bench("rescore", "nope", home=bench_home)
     assert code == 2 and "no benchmark run 'nope'" in err
     from bench_pipeline.formats.errors import BenchInputError
-    from bench_pipeline.rescore import parse_scorers
+    from bench_pipeline.runs.rescore import parse_scorers
 
     with pytest.raises(BenchInputError, match="did you mean 'llm_judge'"):
         parse_scorers("llm_judg")

@@ -17,7 +17,7 @@ def test_workspace_yaml_points_at_the_definitions() -> None:
 
 
 def test_definitions_hold_the_assets_partitions_and_checks() -> None:
-    from bench_pipeline.definitions import defs
+    from bench_pipeline.defs.definitions import defs
 
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}

@@ -136,7 +136,7 @@ def test_the_runs_are_dagster_materializations(demo: dict) -> None:
     import dagster as dg
 
     from bench_pipeline.defs.launcher import ensure_dagster_home
-    from bench_pipeline.pipeline import BenchPaths
+    from bench_pipeline.runs.paths import BenchPaths
 
     ensure_dagster_home(BenchPaths.from_home(demo["home"]))
     instance = dg.DagsterInstance.get()
@@ -179,7 +179,7 @@ def test_pareto_chart_is_attached_to_the_asset_metadata(demo: dict) -> None:
     import dagster as dg
 
     from bench_pipeline.defs.launcher import ensure_dagster_home
-    from bench_pipeline.pipeline import BenchPaths
+    from bench_pipeline.runs.paths import BenchPaths
 
     ensure_dagster_home(BenchPaths.from_home(demo["home"]))
     instance = dg.DagsterInstance.get()

@@ -20,14 +20,14 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from bench_pipeline.definitions import PARTITION_JOB, RESULTS_JOB, defs
+from bench_pipeline.defs.definitions import PARTITION_JOB, RESULTS_JOB, defs
 from bench_pipeline.defs.operations.jobs import NIGHTLY_JOB, nightly_job
 from bench_pipeline.defs.operations.schedules import build_nightly_schedules
 from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.nightly import nightly_run_id
-from bench_pipeline.pipeline import BenchPaths
+from bench_pipeline.ops.nightly import nightly_run_id
+from bench_pipeline.runs.paths import BenchPaths
+from bench_pipeline.runs.score import score_row
 from bench_pipeline.scorers.base import ScoreResult
-from bench_pipeline.scoring import score_row
 from bench_pipeline_tests.conftest import ROOT, run_bench
 from bench_pipeline_tests.http_fakes import Reply, ScriptedServer
 
@@ -165,7 +165,7 @@ def test_schedule_per_nightly_suite(factory: Path, bench_home: Path) -> None:
     suite = factory / "benchmarks" / "invoices" / "suite.yaml"
     suite.write_text(suite.read_text().replace("nightly_cron: '30 3 * * *'\n", ""))
     probe = (
-        "from bench_pipeline.definitions import defs\n"
+        "from bench_pipeline.defs.definitions import defs\n"
         "r = defs.get_repository_def()\n"
         "print([(s.name, s.cron_schedule) for s in r.schedule_defs])"
     )

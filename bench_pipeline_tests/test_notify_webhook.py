@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench_pipeline.notify import (
+from bench_pipeline.ops.notify import (
     RECOVERY,
     REGRESSION,
     empty_state,
@@ -127,7 +127,7 @@ def test_send_retries_with_backoff_then_succeeds() -> None:
 
 
 def test_failed_send_is_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="bench_pipeline.notify")
+    caplog.set_level(logging.ERROR, logger="bench_pipeline.ops.notify")
     waits: list[float] = []
     with ScriptedServer(handler=lambda rec: Reply(502, "bad gateway")) as hook:
         ok = send_notification(f"{hook.url}/h", {"event": "recovery"}, sleep=waits.append)

@@ -178,7 +178,7 @@ def test_two_launches_at_once_share_the_global_trial_pool(
     }
     # Create the instance (its SQLite schema and pool configuration) before the two runs race.
     from bench_pipeline.defs.launcher import get_instance
-    from bench_pipeline.pipeline import BenchPaths
+    from bench_pipeline.runs.paths import BenchPaths
 
     get_instance(BenchPaths.from_home(bench_home)).dispose()
     procs = [

@@ -86,7 +86,10 @@ def time_plain(scripts: list[Path], parallel: int) -> float:
 def time_trial_layer(example: Path, home: Path, parallel: int, repeats: int) -> float:
     """The same trials through bench's own trial layer (workspace, agent, checks, evidence,
     Parquet rows, scoring) in one process, without Dagster or the CLI."""
-    from bench_pipeline.pipeline import BenchPaths, execute_partition, score_partition, start_run
+    from bench_pipeline.runs.execute import execute_partition
+    from bench_pipeline.runs.paths import BenchPaths
+    from bench_pipeline.runs.score import score_partition
+    from bench_pipeline.runs.start import start_run
 
     paths = BenchPaths.from_home(home)
     start = time.perf_counter()

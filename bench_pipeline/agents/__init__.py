@@ -6,6 +6,6 @@ from bench_pipeline.agents import (  # noqa: F401  (each module registers its ki
     http_chat,
     offline,
 )
-from bench_pipeline.agents.base import AGENT_KINDS, Agent, make_agent
+from bench_pipeline.agents.base import Agent, make_agent, register_agent
 
-__all__ = ["AGENT_KINDS", "Agent", "make_agent"]
+__all__ = ["Agent", "make_agent", "register_agent"]

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import AgentSpec, Prices, Task
-from bench_pipeline.trials.transcript import Transcript
+from bench_pipeline.formats.registry import AGENT_KINDS
 
 # Attempt statuses. `completed` means the agent finished on its own; the checks decide quality.
 COMPLETED = "completed"
@@ -95,13 +96,22 @@ class AgentResult:
 
 
 class Agent(ABC):
-    kind: ClassVar[str]
+    kind: ClassVar[str]  # the registry name, as written in an agent file's `kind:`
+    # True for agents that call no model and spend nothing (the offline stand-ins): the
+    # estimate caps them at $0 and they need no API key.
+    offline: ClassVar[bool] = False
     # False for agents whose answer cannot change with feedback (the offline stand-ins): the
     # trial then ends after one attempt whatever max_iterations says.
     takes_feedback: ClassVar[bool] = True
 
     def __init__(self, spec: AgentSpec):
         self.spec = spec
+
+    @classmethod
+    def spec_problem(cls, spec: AgentSpec) -> tuple[str, str] | None:
+        """(key, problem) when an agent file of this kind lacks what the kind needs; the loader
+        reports it as the file's error."""
+        return None
 
     def not_applicable(self, task: Task) -> tuple[str, str] | None:
         """(message, short reason) when this agent cannot run `task` at all; None otherwise.
@@ -115,13 +125,11 @@ class Agent(ABC):
     def run(self, request: AgentRequest) -> AgentResult: ...
 
 
-AGENT_KINDS: dict[str, type[Agent]] = {}
-
-
 def register_agent(cls: type[Agent]) -> type[Agent]:
-    AGENT_KINDS[cls.kind] = cls
+    """Class decorator: make `cls` the agent of `kind: <cls.kind>` in agent files."""
+    AGENT_KINDS.register(cls)
     return cls
 
 
 def make_agent(spec: AgentSpec) -> Agent:
-    return AGENT_KINDS[spec.kind](spec)
+    return AGENT_KINDS.get(spec.kind)(spec)

@@ -34,7 +34,7 @@ from bench_pipeline.agents.base import (
 )
 from bench_pipeline.agents.pricing import add_spend, as_cost, as_int, over_budget, priced_usage
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.formats.model import Prices
+from bench_pipeline.formats.model import AgentSpec, Prices
 from bench_pipeline.workspace.process import run_command
 
 PRESETS = ("claude-code", "codex")
@@ -185,6 +185,12 @@ def parse_codex(output: str, prices: Prices, model: str | None) -> dict[str, Any
 @register_agent
 class CommandAgent(Agent):
     kind = "command"
+
+    @classmethod
+    def spec_problem(cls, spec: AgentSpec) -> tuple[str, str] | None:
+        if not spec.command and not spec.preset:
+            return "command", "is required for kind 'command' (or set preset: claude-code|codex)"
+        return None
 
     def argv_template(self) -> list[str]:
         if self.spec.command:

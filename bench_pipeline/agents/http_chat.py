@@ -35,6 +35,7 @@ from bench_pipeline.agents.base import (
 )
 from bench_pipeline.agents.pricing import add_spend, as_int, over_budget, priced_usage
 from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.model import AgentSpec
 
 STATE_KEY = "chat_messages"
 RETRYABLE_STATUS = {408, 409, 429}
@@ -84,6 +85,12 @@ def usage_of(body: Any, prices: Any, model: str | None) -> tuple[Usage, int | No
 @register_agent
 class HttpChatAgent(Agent):
     kind = "http-chat"
+
+    @classmethod
+    def spec_problem(cls, spec: AgentSpec) -> tuple[str, str] | None:
+        if not spec.url:
+            return "url", "is required for kind 'http-chat': the chat-completions base URL"
+        return None
 
     RETRY_BASE_DELAY: ClassVar[float] = 1.0
     RETRY_MAX_DELAY: ClassVar[float] = 60.0

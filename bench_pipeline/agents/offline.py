@@ -28,10 +28,16 @@ class NotApplicable(Exception):
         self.reason = reason  # short and task-independent: cost-unknown reasons are counted
 
 
-@register_agent
-class ReferenceAgent(Agent):
-    kind = "reference"
+class OfflineAgent(Agent):
+    """No model, no spend, and an answer that cannot change with feedback: one attempt."""
+
+    offline = True
     takes_feedback = False
+
+
+@register_agent
+class ReferenceAgent(OfflineAgent):
+    kind = "reference"
 
     def run(self, request: AgentRequest) -> AgentResult:
         task = request.task
@@ -51,9 +57,8 @@ class ReferenceAgent(Agent):
 
 
 @register_agent
-class ReplayAgent(Agent):
+class ReplayAgent(OfflineAgent):
     kind = "replay"
-    takes_feedback = False
 
     def not_applicable(self, task: Task) -> tuple[str, str] | None:
         if task.original is None:
@@ -96,9 +101,8 @@ class ReplayAgent(Agent):
 
 
 @register_agent
-class NoopAgent(Agent):
+class NoopAgent(OfflineAgent):
     kind = "noop"
-    takes_feedback = False
 
     def run(self, request: AgentRequest) -> AgentResult:
         return AgentResult(

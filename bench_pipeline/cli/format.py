@@ -7,17 +7,11 @@ from typing import Any
 
 import pandas as pd
 
+from bench_pipeline.formats import display
+from bench_pipeline.runs.cancel import CancelReport
 
-def _num(v: Any, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{float(v):.{digits}f}"
-
-
-def money(v: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "unknown"
-    return f"${float(v):.4f}"
+_num = display.number
+money = display.usd
 
 
 def render_table(rows: list[dict[str, str]], columns: list[str]) -> str:
@@ -118,6 +112,58 @@ def render_recommendations(recs: dict[str, Any]) -> str:
 
 
 def _fmt_value(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    return display.short(v, missing="nan") if isinstance(v, float) else str(v)
+
+
+def render_comparison(result: dict[str, Any]) -> str:
+    def f(v: Any, fmt: str = "{:.4f}") -> str:
+        return "-" if v is None else fmt.format(v)
+
+    lines = [
+        f"Paired comparison of run {result['run_id']} against {result['against'] or 'the baseline config'}"
+    ]
+    if not result["comparisons"]:
+        lines.append("  nothing to compare")
+    for c in result["comparisons"]:
+        lines += [
+            "",
+            f"{c['candidate_config']} ({c['candidate_run_id']}) vs {c['baseline_config']} ({c['baseline_run_id']}), primary scorer {c.get('primary_scorer')}",
+            f"  pairs counted {c['pairs']} of {c['pairs_matched']}: both pass {c['both_pass']}, candidate only {c['candidate_only']}, "
+            f"baseline only {c['baseline_only']}, neither {c['neither']}",
+            f"  excluded: infrastructure {c['infra_excluded']}, unscored {c['unscored_excluded']}; holdout pairs {c['holdout_pairs']} "
+            f"(both {c['holdout_both_pass']}, candidate only {c['holdout_candidate_only']}, baseline only {c['holdout_baseline_only']})",
+            f"  tasks passing every repetition: candidate {c['candidate_tasks_all_pass']}, baseline {c['baseline_tasks_all_pass']} of {c['tasks']}",
+            f"  sign test over unique tasks: {c['sign_wins']} better, {c['sign_losses']} worse, {c['sign_ties']} tied, two-sided p = {f(c['sign_test_p'])}",
+            f"  cost delta per trial (both succeeded, {c['cost_pairs']} pairs): {f(c['cost_delta_mean_usd'], '${:+.4f}')}; "
+            f"duration delta ({c['duration_pairs']} pairs): {f(c['duration_delta_mean_seconds'], '{:+.2f}s')}",
+            f"  cost per accepted result (failed trials' spend included): candidate {f(c['candidate_cost_per_accepted_usd'], '${:.4f}')}, "
+            f"baseline {f(c['baseline_cost_per_accepted_usd'], '${:.4f}')}",
+        ]
+    return "\n".join(lines)
+
+
+def render_estimate(est: dict[str, Any]) -> str:
+    def usd(v: Any) -> str:
+        return "unbounded" if v is None else f"${v:.2f}"
+
+    lines = [
+        f"{est['launch']}: suite {est['suite']}, {est['tasks']} tasks x {est['configs']} configs x {est['repetitions']} reps = {est['trials']} trials",
+        f"cost cap (sum of budgets): {usd(est['cost_cap_usd'])}",
+    ]
+    for c in est["per_config"]:
+        forecast = "unknown" if c["forecast_usd"] is None else f"${c['forecast_usd']:.2f}"
+        lines.append(
+            f"  {c['config_id']:<16} {c['kind']:<10} {c['model'] or '-':<20} {c['trials']:>4} trials  cap {usd(c['cost_cap_usd']):>10}  forecast {forecast} ({c['forecast_basis']})"
+        )
+    return "\n".join(lines)
+
+
+def render_cancel(report: CancelReport) -> str:
+    lines = [f"run {report.run_id}: {report.status or 'unknown'}"]
+    if report.cancelled:
+        lines.append(f"cancelled {len(report.cancelled)} trial(s):")
+        lines += [f"  {t}" for t in report.cancelled]
+    else:
+        lines.append("no trial was cancelled")
+    lines.append(f"kept {len(report.kept)} finished trial(s)")
+    return "\n".join(lines)

@@ -7,16 +7,17 @@ for the derived tables.
 """
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
-from bench_pipeline.benchmark_run import BenchmarkRun
+from bench_pipeline.defs import run_config
 from bench_pipeline.defs.partitions import partition_key
 from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.pipeline import BenchPaths
+from bench_pipeline.runs.benchmark_run import BenchmarkRun
+from bench_pipeline.runs.paths import BenchPaths
 
-QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 INSTANCE_YAML = """\
 # Written by bench on first use. Edit freely: bench never overwrites it.
 telemetry:
@@ -47,7 +48,7 @@ def get_instance(paths: BenchPaths) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def _resources(paths: BenchPaths, progress: bool) -> dict[str, object]:
+def resources_for(paths: BenchPaths, progress: bool) -> dict[str, object]:
     return {
         "bench": BenchResource(
             home=str(paths.home), warehouse_root=paths.warehouse_root, progress=progress
@@ -55,7 +56,7 @@ def _resources(paths: BenchPaths, progress: bool) -> dict[str, object]:
     }
 
 
-def _check(result: dg.ExecuteInProcessResult, what: str) -> None:
+def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
     if not result.success:
         failures = [e.message for e in result.all_events if e.is_failure]
         raise RuntimeError(
@@ -70,20 +71,20 @@ def execute_run(
     *,
     progress: bool = False,
     retry_infra: bool = True,
-    on_partition: "callable | None" = None,  # type: ignore[valid-type]
+    on_partition: Callable[[str, int], None] | None = None,
 ) -> None:
     """Task set, then every (config, rep) partition, then the results, as Dagster runs."""
-    from bench_pipeline.definitions import PARTITION_JOB, TASK_SET_JOB, defs
+    from bench_pipeline.defs.definitions import PARTITION_JOB, TASK_SET_JOB, defs
 
-    resources = _resources(paths, progress)
+    resources = resources_for(paths, progress)
     tags = {"bench/run_id": run.run_id, "bench/suite": run.suite}
     result = defs.resolve_job_def(TASK_SET_JOB).execute_in_process(
-        run_config={"ops": {"task_set": {"config": {"run_id": run.run_id}}}, **QUIET_LOGGERS},
+        run_config={**run_config.task_set_config(run.run_id), **run_config.QUIET_LOGGERS},
         instance=instance,
         resources=resources,
         tags=tags,
     )
-    _check(result, "task set")
+    check_success(result, "task set")
     job = defs.resolve_job_def(PARTITION_JOB)
 
     def one(config_id: str, rep: int) -> None:
@@ -92,17 +93,14 @@ def execute_run(
         result = job.execute_in_process(
             partition_key=partition_key(config_id, rep),
             run_config={
-                "ops": {
-                    "trials": {"config": {"run_id": run.run_id, "retry_infra": retry_infra}},
-                    "scores": {"config": {"run_id": run.run_id}},
-                },
-                **QUIET_LOGGERS,
+                **run_config.partition_config(run.run_id, retry_infra),
+                **run_config.QUIET_LOGGERS,
             },
             instance=instance,
             resources=resources,
             tags=tags,
         )
-        _check(result, f"partition {config_id}|{rep}")
+        check_success(result, f"partition {config_id}|{rep}")
 
     # Sequential on purpose: execute_in_process is not thread-safe (concurrent runs deadlock
     # in Dagster's logging setup), and a partition already runs its trials in parallel.
@@ -112,22 +110,16 @@ def execute_run(
 
 
 def build_results(run_id: str, paths: BenchPaths, instance: dg.DagsterInstance) -> None:
-    from bench_pipeline.definitions import RESULTS_JOB, defs
+    from bench_pipeline.defs.definitions import RESULTS_JOB, defs
 
     result = defs.resolve_job_def(RESULTS_JOB).execute_in_process(
-        run_config={"ops": _results_ops(run_id), **QUIET_LOGGERS},
+        run_config={**run_config.results_config(run_id), **run_config.QUIET_LOGGERS},
         instance=instance,
-        resources=_resources(paths, False),
+        resources=resources_for(paths, False),
         tags={"bench/run_id": run_id},
         raise_on_error=False,
     )
-    _check(result, "results")
-
-
-def _results_ops(run_id: str) -> dict[str, object]:
-    from bench_pipeline.defs.results.assets import RESULTS_OP
-
-    return {RESULTS_OP: {"config": {"run_id": run_id}}}
+    check_success(result, "results")
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance, run_id: str) -> int:

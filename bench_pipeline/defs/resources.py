@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from bench_pipeline.pipeline import BenchPaths, default_home
+from bench_pipeline.runs.paths import BenchPaths, default_home
 
 
 class BenchResource(dg.ConfigurableResource):

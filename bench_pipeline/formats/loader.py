@@ -14,11 +14,10 @@ from typing import Any
 import yaml
 
 from bench_pipeline.formats.errors import BenchInputError, closest
+from bench_pipeline.formats.git import is_git_repo, rev_parse
 from bench_pipeline.formats.model import (
-    AGENT_KINDS,
     ASSERT_TYPES,
     BUILTIN_CRITERIA,
-    BUILTIN_SCORERS,
     EFFORTS,
     ID_PATTERN,
     MAX_CONFIGS,
@@ -26,7 +25,6 @@ from bench_pipeline.formats.model import (
     MAX_TASKS,
     MAX_TRIALS,
     TOOLS,
-    UNTAGGED,
     AgentSpec,
     Assertion,
     Check,
@@ -43,7 +41,9 @@ from bench_pipeline.formats.model import (
     Tolerance,
     Turn,
 )
-from bench_pipeline.formats.refs import FactoryView, resolve_commit
+from bench_pipeline.formats.refs import FactoryView, GitFactoryView, resolve_commit
+from bench_pipeline.formats.registry import AGENT_KINDS, SCORER_KINDS
+from bench_pipeline.formats.vocabulary import UNTAGGED
 
 AGENT_KEYS = {
     "kind",
@@ -285,6 +285,19 @@ class _Fields:
             raise self.fail(name, f"expected a mapping, got {_kind(value)}")
         return value
 
+    def section(self, name: str, allowed: set[str], shape: str) -> _Fields | None:
+        """An optional nested mapping (`judge:`, `ci:`, `original:`), or None when absent."""
+        raw = self.data.get(name)
+        if raw is None:
+            return None
+        return self.nested(name, raw, allowed, shape)
+
+    def nested(self, name: str, raw: Any, allowed: set[str], shape: str) -> _Fields:
+        """One nested mapping (a list item such as `checks[0]`) with its own allowed keys."""
+        if not isinstance(raw, dict):
+            raise self.fail(name, f"expected {shape}")
+        return _Fields(self.file, raw, allowed, f"{self.key(name)}.")
+
     def items(self, name: str) -> list[Any]:
         value = self.data.get(name)
         if value is None:
@@ -346,9 +359,9 @@ def load_agent(
     shown = factory.display(path)
     merged = {**(defaults or {}), **data}
     f = _Fields(shown, merged, AGENT_KEYS)
-    kind = f.choice("kind", AGENT_KINDS)
+    kind = f.choice("kind", AGENT_KINDS.names())
     if kind is None:
-        raise f.fail("kind", f"is required; valid: {', '.join(AGENT_KINDS)}")
+        raise f.fail("kind", f"is required; valid: {', '.join(AGENT_KINDS.names())}")
     tools = f.str_list("tools", TOOLS)
     for i, tool in enumerate(tools):
         if tool not in TOOLS:
@@ -374,10 +387,9 @@ def load_agent(
         max_output_tokens=f.integer("max_output_tokens", 8192, 1, 200_000),
         source_file=shown,
     )
-    if kind == "command" and not spec.command and not spec.preset:
-        raise f.fail("command", "is required for kind 'command' (or set preset: claude-code|codex)")
-    if kind == "http-chat" and not spec.url:
-        raise f.fail("url", "is required for kind 'http-chat': the chat-completions base URL")
+    problem = AGENT_KINDS.get(kind).spec_problem(spec)
+    if problem is not None:
+        raise f.fail(*problem)
     return spec
 
 
@@ -547,9 +559,7 @@ def _checks(factory: FactoryView, suite: Suite, f: _Fields) -> tuple[Check, ...]
     checks: list[Check] = []
     ids: set[str] = set()
     for i, raw in enumerate(f.items("checks")):
-        if not isinstance(raw, dict):
-            raise f.fail(f"checks[{i}]", "expected a mapping {id, description, command, files}")
-        c = _Fields(f.file, raw, CHECK_KEYS, f"checks[{i}].")
+        c = f.nested(f"checks[{i}]", raw, CHECK_KEYS, "a mapping {id, description, command, files}")
         check_id = _check_id(c, "id", c.str("id", f"check-{i + 1}") or "")
         if check_id in ids:
             raise c.fail("id", f"duplicate check id '{check_id}'")
@@ -578,9 +588,7 @@ def _checks(factory: FactoryView, suite: Suite, f: _Fields) -> tuple[Check, ...]
 def _asserts(f: _Fields, key: str) -> tuple[Assertion, ...]:
     out = []
     for i, raw in enumerate(f.items(key)):
-        if not isinstance(raw, dict):
-            raise f.fail(f"{key}[{i}]", "expected {type, value}")
-        a = _Fields(f.file, raw, {"type", "value"}, f"{f.prefix}{key}[{i}].")
+        a = f.nested(f"{key}[{i}]", raw, {"type", "value"}, "{type, value}")
         kind = a.choice("type", ASSERT_TYPES)
         if kind is None:
             raise a.fail("type", f"is required; valid: {', '.join(ASSERT_TYPES)}")
@@ -601,20 +609,15 @@ def _asserts(f: _Fields, key: str) -> tuple[Assertion, ...]:
 def _turns(f: _Fields) -> tuple[Turn, ...]:
     turns = []
     for i, raw in enumerate(f.items("turns")):
-        if not isinstance(raw, dict):
-            raise f.fail(f"turns[{i}]", "expected {user, assert}")
-        t = _Fields(f.file, raw, {"user", "assert"}, f"turns[{i}].")
+        t = f.nested(f"turns[{i}]", raw, {"user", "assert"}, "{user, assert}")
         turns.append(Turn(t.str("user", required=True) or "", _asserts(t, "assert")))
     return tuple(turns)
 
 
 def _original(factory: FactoryView, suite: Suite, f: _Fields) -> Original | None:
-    raw = f.get("original")
-    if raw is None:
+    o = f.section("original", ORIGINAL_KEYS, "a mapping {patch|text, model, tokens, cost_usd}")
+    if o is None:
         return None
-    if not isinstance(raw, dict):
-        raise f.fail("original", "expected a mapping {patch|text, model, tokens, cost_usd}")
-    o = _Fields(f.file, raw, ORIGINAL_KEYS, "original.")
     patch_file = o.str("patch")
     patch = None
     if patch_file is not None:
@@ -641,6 +644,20 @@ def _original(factory: FactoryView, suite: Suite, f: _Fields) -> Original | None
 # --------------------------------------------------------------------------- launches
 
 
+def scorer_spec_problem(spec: str) -> str | None:
+    """Why a launch's scorer entry names no registered scorer, or None when it does."""
+    kind, _, arg = spec.partition(":")
+    takes_argument = SCORER_KINDS.trait(kind, "takes_argument")
+    if kind in SCORER_KINDS and bool(arg) == takes_argument:
+        return None
+    if takes_argument:
+        return f"'{spec}' needs an id: {kind}:<id>"
+    valid = [
+        f"{n}:<id>" if SCORER_KINDS.trait(n, "takes_argument") else n for n in SCORER_KINDS.names()
+    ]
+    return f"unknown scorer '{spec}'; {closest(spec, valid)}"
+
+
 def _validate_scorer(factory: FactoryView, file: str, key: str, spec: str) -> None:
     kind, _, arg = spec.partition(":")
     if kind == "workflow":
@@ -654,12 +671,9 @@ def _validate_scorer(factory: FactoryView, file: str, key: str, spec: str) -> No
                 f"no user scorer 'scorers/{arg}.py' or 'scorers/{arg}.yaml' in the factory",
             )
         return
-    if kind not in BUILTIN_SCORERS or arg:
-        raise BenchInputError(
-            file,
-            key,
-            f"unknown scorer '{spec}'; {closest(spec, (*BUILTIN_SCORERS, 'workflow:<id>'))}",
-        )
+    problem = scorer_spec_problem(spec)
+    if problem is not None:
+        raise BenchInputError(file, key, problem)
 
 
 def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Launch:
@@ -759,17 +773,13 @@ def _config(
     default_parallel: int,
     launch_path: Path,
 ) -> Config:
-    if not isinstance(raw, dict):
-        raise f.fail(f"configs[{i}]", "expected a mapping {id, ...overrides}")
-    c = _Fields(f.file, raw, CONFIG_KEYS, f"configs[{i}].")
+    c = f.nested(f"configs[{i}]", raw, CONFIG_KEYS, "a mapping {id, ...overrides}")
     cid = _check_id(c, "id", c.str("id", required=True) or "")
     agent_name = c.str("agent", suite.agent) or suite.agent
     factory_ref = c.str("factory_ref")
     factory_sha = None
     live = load_agent(factory, agent_name, suite.defaults)
     if factory_ref is not None:
-        from bench_pipeline.formats.refs import agent_at_ref
-
         spec, factory_sha = agent_at_ref(factory, agent_name, factory_ref, suite.defaults, c)
         _refuse_widening(c, spec, live)
     else:
@@ -801,44 +811,54 @@ def _config(
 
 
 def _refuse_widening(c: _Fields, at_ref: AgentSpec, live: AgentSpec) -> None:
-    wider_tools = set(at_ref.tools) - set(live.tools)
-    if wider_tools:
-        raise c.fail(
-            "factory_ref",
-            f"the agent at this ref allows tools {sorted(wider_tools)} that the live agent "
-            f"does not; a factory_ref may not widen tools",
-        )
-    wider_env = set(at_ref.env) - set(live.env)
-    if wider_env:
-        raise c.fail(
-            "factory_ref",
-            f"the agent at this ref passes variables {sorted(wider_env)} that the live agent "
-            f"does not; a factory_ref may not widen env",
-        )
+    for what, key in (("tools", "tools"), ("variables", "env")):
+        wider = set(getattr(at_ref, key)) - set(getattr(live, key))
+        if wider:
+            raise c.fail(
+                "factory_ref",
+                f"the agent at this ref {'allows' if key == 'tools' else 'passes'} {what} "
+                f"{sorted(wider)} that the live agent does not; a factory_ref may not widen {key}",
+            )
+
+
+def read_criterion(file: str | None, item: Any, key: str) -> dict[str, Any]:
+    """One judge criterion `{id, weight, prompt}` (a bare string is an id), checked, with only
+    the fields it gives (a rescore merges criteria by id: an absent field keeps its value)."""
+    if isinstance(item, str):
+        item = {"id": item}
+    if not isinstance(item, dict):
+        raise BenchInputError(file, key, "expected {id, weight, prompt}")
+    c = _Fields(file or "", item, CRITERION_KEYS, f"{key}.")
+    fields: dict[str, Any] = {"id": _check_id(c, "id", c.str("id", required=True) or "")}
+    if item.get("weight") is not None:
+        fields["weight"] = c.number("weight", lo=0)
+    if item.get("prompt") is not None:
+        fields["prompt"] = c.str("prompt")
+    return fields
+
+
+def custom_criterion_problem(criterion_id: str, prompt: str | None) -> str | None:
+    """A criterion that is not built in must say what it grades."""
+    if criterion_id in BUILTIN_CRITERIA or (prompt or "").strip():
+        return None
+    return f"criterion '{criterion_id}' is not built in ({', '.join(BUILTIN_CRITERIA)}); give it a prompt"
 
 
 def _judge(f: _Fields) -> Judge | None:
-    raw = f.get("judge")
-    if raw is None:
+    j = f.section("judge", JUDGE_KEYS, "a mapping {model, effort, criteria}")
+    if j is None:
         return None
-    if not isinstance(raw, dict):
-        raise f.fail("judge", "expected a mapping {model, effort, criteria}")
-    j = _Fields(f.file, raw, JUDGE_KEYS, "judge.")
     criteria = []
     for i, item in enumerate(j.items("criteria")):
-        if isinstance(item, str):
-            item = {"id": item}
-        if not isinstance(item, dict):
-            raise j.fail(f"criteria[{i}]", "expected {id, weight, prompt}")
-        c = _Fields(f.file, item, CRITERION_KEYS, f"judge.criteria[{i}].")
-        cid = _check_id(c, "id", c.str("id", required=True) or "")
-        prompt = c.str("prompt")
-        if cid not in BUILTIN_CRITERIA and not prompt:
-            raise c.fail(
-                "prompt",
-                f"criterion '{cid}' is not built in ({', '.join(BUILTIN_CRITERIA)}); give it a prompt",
-            )
-        criteria.append(JudgeCriterion(cid, c.number("weight", 1.0, 0) or 0.0, prompt))
+        key = f"judge.criteria[{i}]"
+        fields = read_criterion(f.file, item, key)
+        problem = custom_criterion_problem(fields["id"], fields.get("prompt"))
+        if problem is not None:
+            raise BenchInputError(f.file, f"{key}.prompt", problem)
+        weight = fields.get("weight")
+        criteria.append(
+            JudgeCriterion(fields["id"], 1.0 if weight is None else weight, fields.get("prompt"))
+        )
     return Judge(
         model=j.str("model", "claude-sonnet-4-6") or "claude-sonnet-4-6",
         effort=j.choice("effort", EFFORTS),
@@ -850,12 +870,9 @@ def _judge(f: _Fields) -> Judge | None:
 
 
 def _ci(f: _Fields) -> CISettings | None:
-    raw = f.get("ci")
-    if raw is None:
+    c = f.section("ci", CI_KEYS, "a mapping {remote, repo, api_url, token_env, timeout_seconds}")
+    if c is None:
         return None
-    if not isinstance(raw, dict):
-        raise f.fail("ci", "expected a mapping {remote, repo, api_url, token_env, timeout_seconds}")
-    c = _Fields(f.file, raw, CI_KEYS, "ci.")
     repo = c.str("repo", required=True) or ""
     if not re.match(r"^[\w.-]+/[\w.-]+$", repo):
         raise c.fail("repo", f"'{repo}' must be owner/name")
@@ -867,3 +884,22 @@ def _ci(f: _Fields) -> CISettings | None:
         timeout_seconds=c.number("timeout_seconds", 3600.0, 1) or 3600.0,
         default_branch=c.str("default_branch", "main") or "main",
     )
+
+
+def agent_at_ref(
+    factory: FactoryView, name: str, ref: str, defaults: Mapping[str, Any], c: Any
+) -> tuple[AgentSpec, str]:
+    """The agent `name` as it is at `ref` of the factory repository, and the resolved sha."""
+    if not is_git_repo(factory.root):
+        raise c.fail("factory_ref", "the factory is not a git repository; commit it to use refs")
+    sha = rev_parse(str(factory.root), ref)
+    if sha is None:
+        raise c.fail("factory_ref", f"'{ref}' is not a branch, tag or commit of the factory")
+    view = GitFactoryView(factory.root, sha, factory)
+    path = factory.root / "agents" / f"{name}.yaml"
+    if not view.exists(path):
+        raise c.fail(
+            "factory_ref",
+            f"the factory at '{ref}' has no agent '{name}'; {closest(name, view.agent_names())}",
+        )
+    return load_agent(view, name, defaults), sha

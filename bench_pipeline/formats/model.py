@@ -8,10 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-AGENT_KINDS = ("anthropic", "command", "http-chat", "reference", "replay", "noop")
 EFFORTS = ("low", "medium", "high")
 TOOLS = ("list_files", "read_file", "write_file", "edit_file", "run_command")
-BUILTIN_SCORERS = ("checks", "assert", "rubric", "llm_judge", "ci")
 BUILTIN_CRITERIA = ("correctness", "efficiency", "verbosity")
 ASSERT_TYPES = (
     "contains",
@@ -25,7 +23,6 @@ ASSERT_TYPES = (
     "max_completion_tokens",
     "max_cost_usd",
 )
-UNTAGGED = "-"  # reserved: the bucket of tasks without tags
 MAX_TRIALS, MAX_TASKS, MAX_CONFIGS, MAX_REPETITIONS = 500, 100, 8, 10
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 

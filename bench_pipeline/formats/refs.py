@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from bench_pipeline.formats.errors import BenchInputError, closest
-from bench_pipeline.formats.model import AgentSpec, FrozenText
-from bench_pipeline.git_repos import GitError, git, is_git_repo, is_url, local_repo, rev_parse
+from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.git import GitError, git, is_git_repo, is_url, local_repo, rev_parse
+from bench_pipeline.formats.model import FrozenText
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    pass
 
 
 class FactoryView:
@@ -181,24 +181,3 @@ def resolve_commit(repo: str, ref: str, file: str) -> str:
             file, "base_ref", f"'{ref}' does not exist in {repo}; use a branch, tag or commit{hint}"
         )
     return sha
-
-
-def agent_at_ref(
-    factory: FactoryView, name: str, ref: str, defaults: Mapping[str, Any], c: Any
-) -> tuple[AgentSpec, str]:
-    """The agent `name` as it is at `ref` of the factory repository, and the resolved sha."""
-    from bench_pipeline.formats.loader import load_agent
-
-    if not is_git_repo(factory.root):
-        raise c.fail("factory_ref", "the factory is not a git repository; commit it to use refs")
-    sha = rev_parse(str(factory.root), ref)
-    if sha is None:
-        raise c.fail("factory_ref", f"'{ref}' is not a branch, tag or commit of the factory")
-    view = GitFactoryView(factory.root, sha, factory)
-    path = factory.root / "agents" / f"{name}.yaml"
-    if not view.exists(path):
-        raise c.fail(
-            "factory_ref",
-            f"the factory at '{ref}' has no agent '{name}'; {closest(name, view.agent_names())}",
-        )
-    return load_agent(view, name, defaults), sha

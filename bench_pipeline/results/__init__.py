@@ -1,6 +1,6 @@
 """Results: pure functions from TRIALS/SCORES tables to the derived tables of SPEC §5.
 
-Every function takes pandas DataFrames with the columns of `bench_pipeline.tables` and returns
+Every function takes pandas DataFrames with the columns of `bench_pipeline.warehouse.schemas` and returns
 DataFrames (or JSON-ready dicts); each module's docstring lists its output columns. The heavy
 per-trial step is `trial_overall(trials, scores)`: pass its result as `per_trial=` to the
 table functions to compute it once.

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench_pipeline.tables import (
+from bench_pipeline.formats.vocabulary import (
     SCORE_ERROR,
     SCORE_INCONCLUSIVE,
     SCORE_MISSING,
@@ -38,7 +38,6 @@ CODE_OTHER = STATUS_CODE["other"]
 PRIMARY_PRIORITY = ("checks", "assert", "ci")
 DISPLAY_ORDER = ("checks", "assert", "ci", "rubric", "llm_judge")
 JUDGE_GROUP = "llm_judge"
-UNTAGGED = "-"
 EPS = 1e-9
 
 

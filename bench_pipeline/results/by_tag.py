@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._common import UNTAGGED, first_rows, single_run, str_codes
+from bench_pipeline.formats.vocabulary import UNTAGGED
+
+from ._common import first_rows, single_run, str_codes
 from .config_table import aggregate_trials, catalog_for, cell_stats, finish_cells, group_index
 from .recommend import recommendations_frame
 from .scores import trial_overall

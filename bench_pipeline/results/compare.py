@@ -41,7 +41,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench_pipeline.tables import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
+from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
 from ._common import nan_to_none, single_run, str_codes
 from .scores import trial_overall

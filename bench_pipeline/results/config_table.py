@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bench_pipeline.tables import OUTCOME_SUCCEEDED
+from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
 
 from ._common import (
     EPS,

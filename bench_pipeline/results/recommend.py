@@ -26,13 +26,15 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from bench_pipeline.formats import display
+
 from ._common import EPS, nan_to_none
 
 KINDS = ("best_quality", "most_efficient", "lowest_cost")
 
 
 def _fmt(x: object) -> str:
-    return "n/a" if nan_to_none(x) is None else f"{float(x):.3f}"
+    return display.number(x, missing="n/a")
 
 
 def _comparability(table: pd.DataFrame) -> tuple[bool, str | None]:

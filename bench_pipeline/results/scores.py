@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench_pipeline.tables import OUTCOME_SUCCEEDED
+from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
 
 from ._common import (
     CODE_MISSING,

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bench_pipeline.formats.model import Config, Judge, Prices, Task
-from bench_pipeline.tables import (
+from bench_pipeline.formats.registry import SCORER_KINDS
+from bench_pipeline.formats.vocabulary import (
     SCORE_ERROR,
     SCORE_INCONCLUSIVE,
     SCORE_MISSING,
@@ -138,6 +139,8 @@ class ScorerContext:
 
 class Scorer(ABC):
     name: ClassVar[str]  # registry key: "checks", "llm_judge", "workflow" (for workflow:<id>)
+    uses_judge: ClassVar[bool] = False  # calls the judge model (needs its key; cost is scorer cost)
+    takes_argument: ClassVar[bool] = False  # written `<name>:<id>` in a launch, e.g. workflow:fmt
 
     def __init__(self, context: ScorerContext, arg: str | None = None):
         self.context = context
@@ -150,15 +153,13 @@ class Scorer(ABC):
     def score(self, trial: TrialEvidence) -> list[ScoreResult]: ...
 
 
-SCORER_KINDS: dict[str, type[Scorer]] = {}
-
-
 def register_scorer(cls: type[Scorer]) -> type[Scorer]:
-    SCORER_KINDS[cls.name] = cls
+    """Class decorator: make `cls` the scorer named `cls.name` in a launch's `scorers:`."""
+    SCORER_KINDS.register(cls)
     return cls
 
 
 def make_scorer(spec: str, context: ScorerContext) -> Scorer:
     """`spec` is a launch's scorer entry: "checks" or "workflow:<id>"."""
     kind, _, arg = spec.partition(":")
-    return SCORER_KINDS[kind](context, arg or None)
+    return SCORER_KINDS.get(kind)(context, arg or None)

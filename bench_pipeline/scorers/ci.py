@@ -1,8 +1,8 @@
 """`ci`: 1 when every CI check suite of the trial's pushed commit passed.
 
 The trial's final state was committed and pushed to `bench/<run>/<trial>` of the launch's
-`ci.remote` (`bench_pipeline.ci.push`); CI runs there and a Dagster sensor polls the GitHub
-checks API (`bench_pipeline.ci.status`), appending the score when it is known. At scoring time:
+`ci.remote` (`bench_pipeline.runs.ci_push`); CI runs there and a Dagster sensor polls the GitHub
+checks API (`bench_pipeline.ops.ci_poll`), appending the score when it is known. At scoring time:
 
 - text task                        -> not_scored (no commit to run CI on)
 - failed trial                     -> 0 (the outcome gate, like every scorer)
@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench_pipeline.ci.github import FAILURE, SUCCESS
 from bench_pipeline.scorers.base import (
     SCORE_MISSING,
     SCORE_NOT_SCORED,
@@ -32,6 +31,8 @@ from bench_pipeline.scorers.base import (
 )
 from bench_pipeline.scorers.outcome import outcome_gate
 
+# The verdicts of a commit's CI (the GitHub client in `ops.github` maps check suites onto them).
+SUCCESS, FAILURE, PENDING = "success", "failure", "pending"
 CI_SCORER = "ci"
 CI_RESULT_FILE = "ci.json"  # in the trial's evidence folder, written when a result is final
 

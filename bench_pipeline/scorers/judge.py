@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.formats.model import BUILTIN_CRITERIA, ID_PATTERN, Judge, JudgeCriterion, Prices
+from bench_pipeline.formats.loader import custom_criterion_problem
+from bench_pipeline.formats.model import ID_PATTERN, Judge, JudgeCriterion, Prices
 from bench_pipeline.lazy import anthropic
 from bench_pipeline.scorers.base import (
     SCORE_ERROR,
@@ -110,12 +111,9 @@ def validate_judge(judge: Judge, environ: Mapping[str, str] | None = None) -> No
         seen.add(c.id)
         if c.weight is None or c.weight < 0:
             raise BenchInputError(None, f"{key}.weight", "weight must be >= 0 (0 = reported only)")
-        if c.id not in BUILTIN_CRITERIA and not (c.prompt or "").strip():
-            raise BenchInputError(
-                None,
-                f"{key}.prompt",
-                f"a custom criterion needs a prompt (built-ins: {', '.join(BUILTIN_CRITERIA)})",
-            )
+        problem = custom_criterion_problem(c.id, c.prompt)
+        if problem is not None:
+            raise BenchInputError(None, f"{key}.prompt", problem)
     if environ is not None and not environ.get(judge.api_key_env):
         raise BenchInputError(
             None, "judge.api_key_env", f"environment variable {judge.api_key_env} is not set"
@@ -491,6 +489,8 @@ def run_rubric(
 
 
 class _JudgeScorer(Scorer):
+    uses_judge = True
+
     def __init__(self, context: ScorerContext, arg: str | None = None):
         super().__init__(context, arg)
         self.judge = judge_settings(context)

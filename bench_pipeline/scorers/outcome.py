@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench_pipeline.formats.vocabulary import FAILED_OUTCOMES, OUTCOME_SUCCEEDED
 from bench_pipeline.scorers.base import SCORE_NOT_SCORED, SCORE_SCORED, ScoreResult, TrialEvidence
-from bench_pipeline.tables import FAILED_OUTCOMES, OUTCOME_SUCCEEDED
 
 __all__ = ["OutcomeGate", "outcome_gate"]
 

@@ -147,6 +147,7 @@ def last_json_object(output: str) -> Any:
 @register_scorer
 class WorkflowScorer(Scorer):
     name = "workflow"
+    takes_argument = True
 
     def __init__(self, context: ScorerContext, arg: str | None = None):
         super().__init__(context, arg)

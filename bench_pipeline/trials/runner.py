@@ -22,9 +22,10 @@ from bench_pipeline import __version__
 from bench_pipeline.agents import make_agent
 from bench_pipeline.agents.base import BUDGET, COMPLETED, MAX_TURNS, TIMEOUT, AgentRequest, Usage
 from bench_pipeline.agents.offline import NotApplicable
+from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import Check, Config, Prices, Task
 from bench_pipeline.formats.taskset import FrozenTaskSet
-from bench_pipeline.tables import (
+from bench_pipeline.formats.vocabulary import (
     OUTCOME_AGENT_ERROR,
     OUTCOME_BUDGET,
     OUTCOME_CANCELLED,
@@ -33,7 +34,6 @@ from bench_pipeline.tables import (
     OUTCOME_SUCCEEDED,
     OUTCOME_WORKSPACE_ERROR,
 )
-from bench_pipeline.trials.transcript import Transcript
 from bench_pipeline.workspace.process import CommandResult, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
     WorkspaceError,

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench_pipeline import tables
+from bench_pipeline.warehouse import schemas as tables
 
 # Tables with a fixed schema; derived tables take the schema of the frame written.
 SCHEMAS: dict[str, pa.Schema] = {

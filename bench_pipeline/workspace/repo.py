@@ -9,21 +9,11 @@ branch and a remote pointing back at the source.)
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from bench_pipeline.git_repos import git_dir, local_repo
+from bench_pipeline.formats.git import GitError, git_dir, local_repo, run_git
 
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-    "GIT_TERMINAL_PROMPT": "0",
-    "LC_ALL": "C",
-}
 _objects_dirs: dict[str, Path] = {}
 
 
@@ -32,18 +22,10 @@ class WorkspaceError(RuntimeError):
 
 
 def _git(args: list[str], cwd: Path, input_bytes: bytes | None = None) -> bytes:
-    proc = subprocess.run(
-        ["git", *args],
-        cwd=str(cwd),
-        input=input_bytes,
-        capture_output=True,
-        env={**os.environ, **_GIT_ENV},
-    )
-    if proc.returncode != 0:
-        raise WorkspaceError(
-            f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()}"
-        )
-    return proc.stdout
+    try:
+        return run_git(args, cwd, input_bytes)
+    except GitError as exc:
+        raise WorkspaceError(str(exc)) from None
 
 
 def objects_dir(repo: str) -> Path:

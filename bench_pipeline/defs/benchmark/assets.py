@@ -8,19 +8,15 @@ from collections import Counter
 
 import dagster as dg
 
-from bench_pipeline.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.defs.partitions import register_configs, trial_partitions
 from bench_pipeline.defs.resources import BenchResource
 from bench_pipeline.formats.model import Judge
 from bench_pipeline.formats.serialize import from_jsonable
-from bench_pipeline.pipeline import (
-    execute_partition,
-    print_progress,
-    resolve_run,
-    score_partition,
-    start_run,
-)
-from bench_pipeline.scoring import INITIAL
+from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run
+from bench_pipeline.runs.execute import execute_partition
+from bench_pipeline.runs.progress import trial_progress
+from bench_pipeline.runs.score import INITIAL, score_partition
+from bench_pipeline.runs.start import resolve_run, start_run
 
 
 class StartRunConfig(dg.Config):
@@ -62,32 +58,46 @@ def task_set(
             )
         run = start_run(launch, paths)
     register_configs(context.instance, [c.id for c in run.launch.configs])
+    return dg.MaterializeResult(metadata=task_set_metadata(run))
+
+
+def task_set_metadata(run: BenchmarkRun) -> dict[str, object]:
+    """What a task_set materialization shows, whoever froze the run (a launch, the nightly)."""
     tasks = run.taskset.tasks
-    return dg.MaterializeResult(
-        metadata={
-            "run_id": run.run_id,
-            "suite": run.suite,
-            "revision": run.taskset.revision,
-            "tasks": len(tasks),
-            "configs": ", ".join(c.id for c in run.launch.configs),
-            "repetitions": run.launch.repetitions,
-            "task_list": dg.MetadataValue.md(
-                "| task | tags | difficulty | holdout | checks |\n|---|---|---|---|---|\n"
-                + "\n".join(
-                    f"| {t.id} | {', '.join(t.tags) or '-'} | {t.difficulty or ''} | {t.holdout} | {len(t.checks)} |"
-                    for t in tasks
-                )
-            ),
-        }
-    )
+    return {
+        "run_id": run.run_id,
+        "suite": run.suite,
+        "revision": run.taskset.revision,
+        "tasks": len(tasks),
+        "configs": ", ".join(c.id for c in run.launch.configs),
+        "repetitions": run.launch.repetitions,
+        "launch_file": dg.MetadataValue.path(run.launch_path),
+        "task_list": dg.MetadataValue.md(
+            "| task | tags | difficulty | holdout | checks |\n|---|---|---|---|---|\n"
+            + "\n".join(
+                f"| {t.id} | {', '.join(t.tags) or '-'} | {t.difficulty or ''} | {t.holdout} | {len(t.checks)} |"
+                for t in tasks
+            )
+        ),
+    }
 
 
-def _partition(context: dg.AssetExecutionContext, run: BenchmarkRun) -> tuple[str, int] | None:
+def _partition(
+    context: dg.AssetExecutionContext, bench: BenchResource, run_id: str
+) -> tuple[BenchmarkRun, tuple[str, int] | None]:
+    """The run a partition step belongs to, and its (config, rep) when the run has it."""
+    run = resolve_run(bench.paths.warehouse, run_id or None)
     keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
     config_id, rep = keys["config"], int(keys["rep"])
     if config_id not in {c.id for c in run.launch.configs} or rep > run.launch.repetitions:
-        return None
-    return config_id, rep
+        return run, None
+    return run, (config_id, rep)
+
+
+def _skipped(run: BenchmarkRun) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
+    )
 
 
 @dg.asset(
@@ -101,14 +111,11 @@ def trials(
     context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource
 ) -> dg.MaterializeResult:
     paths = bench.paths
-    run = resolve_run(paths.warehouse, config.run_id or None)
-    part = _partition(context, run)
+    run, part = _partition(context, bench, config.run_id)
     if part is None:
-        return dg.MaterializeResult(
-            metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
-        )
+        return _skipped(run)
     config_id, rep = part
-    progress = print_progress(len(run.taskset.tasks)) if bench.progress else None
+    progress = trial_progress(len(run.taskset.tasks)) if bench.progress else None
     rows = execute_partition(
         run, config_id, rep, paths, progress=progress, retry_infra=config.retry_infra
     )
@@ -135,12 +142,9 @@ def scores(
     context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource
 ) -> dg.MaterializeResult:
     paths = bench.paths
-    run = resolve_run(paths.warehouse, config.run_id or None)
-    part = _partition(context, run)
+    run, part = _partition(context, bench, config.run_id)
     if part is None:
-        return dg.MaterializeResult(
-            metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
-        )
+        return _skipped(run)
     config_id, rep = part
     rows = score_partition(
         run,

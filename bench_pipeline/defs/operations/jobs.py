@@ -11,13 +11,14 @@ from pathlib import Path
 
 import dagster as dg
 
+from bench_pipeline.defs.benchmark.assets import task_set_metadata
 from bench_pipeline.defs.partitions import register_configs
 from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.defs.run_config import NIGHTLY_OP
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.nightly import FACTORY_ENV, factory_root, freeze_nightly
+from bench_pipeline.ops.nightly import FACTORY_ENV, factory_root, freeze_nightly
 
 NIGHTLY_JOB = "bench_nightly_job"
-NIGHTLY_OP = "nightly_freeze"
 
 
 class NightlyConfig(dg.Config):
@@ -45,24 +46,15 @@ def nightly_freeze(context: dg.OpExecutionContext, config: NightlyConfig, bench:
     except BenchInputError as exc:
         raise dg.Failure(f"nightly run of {config.suite} not started: {exc}") from exc
     register_configs(context.instance, [c.id for c in run.launch.configs])
-    tasks = run.taskset.tasks
     context.log_event(
         dg.AssetMaterialization(
             asset_key="task_set",
             description="frozen by the nightly schedule",
-            metadata={
-                "run_id": run.run_id,
-                "suite": run.suite,
-                "revision": run.taskset.revision,
-                "tasks": len(tasks),
-                "configs": ", ".join(c.id for c in run.launch.configs),
-                "repetitions": run.launch.repetitions,
-                "launch_file": dg.MetadataValue.path(run.launch_path),
-            },
+            metadata=task_set_metadata(run),
         )
     )
     context.log.info(
-        f"nightly run {run.run_id}: {len(tasks)} tasks; the nightly sensor runs its partitions"
+        f"nightly run {run.run_id}: {len(run.taskset.tasks)} tasks; the nightly sensor runs its partitions"
     )
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from bench_pipeline.defs.operations.jobs import NIGHTLY_OP
+from bench_pipeline.defs import run_config
 from bench_pipeline.formats.model import Suite
-from bench_pipeline.nightly import factory_root, nightly_run_id, nightly_suites
+from bench_pipeline.ops.nightly import factory_root, nightly_run_id, nightly_suites
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +41,9 @@ def nightly_schedule(suite: Suite, factory: Path, job: dg.JobDefinition) -> dg.S
         run_id = nightly_run_id(suite.name, scheduled)
         return dg.RunRequest(
             run_key=run_id,
-            run_config={
-                "ops": {
-                    NIGHTLY_OP: {
-                        "config": {
-                            "suite": suite.name,
-                            "run_id": run_id,
-                            "factory": str(factory),
-                            "scheduled_at": scheduled.isoformat(),
-                        }
-                    }
-                }
-            },
+            run_config=run_config.nightly_config(
+                suite.name, run_id, str(factory), scheduled.isoformat()
+            ),
             tags={"bench/run_id": run_id, "bench/suite": suite.name, "bench/nightly": "true"},
         )
 

@@ -22,15 +22,15 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from bench_pipeline.benchmark_run import load_run, manifest_path
-from bench_pipeline.ci.status import CI_RESCORE_ID, CICursor, poll_ci
+from bench_pipeline.defs import run_config
 from bench_pipeline.defs.partitions import CONFIG_PARTITIONS_NAME, partition_key
 from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.defs.results.assets import RESULTS_OP
 from bench_pipeline.formats.loader import load_suite
 from bench_pipeline.formats.refs import FactoryView
-from bench_pipeline.nightly import factory_root, pending_nightly
-from bench_pipeline.notify import notify_run, notify_run_failure
+from bench_pipeline.ops.ci_poll import CI_RESCORE_ID, CICursor, poll_ci
+from bench_pipeline.ops.nightly import factory_root, pending_nightly
+from bench_pipeline.ops.notify import notify_run, notify_run_failure
+from bench_pipeline.runs.benchmark_run import load_run, run_exists
 
 CI_SENSOR = "bench_ci_checks"
 NIGHTLY_SENSOR = "bench_nightly_driver"
@@ -38,19 +38,6 @@ REGRESSION_SENSOR = "bench_regression_notifier"
 RUN_FAILURE_SENSOR = "bench_run_failure_notifier"
 REGRESSIONS_KEY = dg.AssetKey("regressions")
 MAX_FINISHED_KEPT = 500
-
-
-def partition_run_config(run_id: str) -> dict:
-    return {
-        "ops": {
-            "trials": {"config": {"run_id": run_id}},
-            "scores": {"config": {"run_id": run_id}},
-        }
-    }
-
-
-def results_run_config(run_id: str) -> dict:
-    return {"ops": {RESULTS_OP: {"config": {"run_id": run_id}}}}
 
 
 def build_sensors(
@@ -78,7 +65,7 @@ def build_sensors(
             dg.RunRequest(
                 run_key=f"{run_id}|results|ci|{stamp}",
                 job_name=results_job_name,
-                run_config=results_run_config(run_id),
+                run_config=run_config.results_config(run_id),
                 tags={"bench/run_id": run_id, "bench/trigger": "ci"},
             )
             for run_id in sorted(report.changed_runs)
@@ -125,7 +112,7 @@ def build_sensors(
                     dg.RunRequest(
                         run_key=f"{run.run_id}|results",
                         job_name=results_job_name,
-                        run_config=results_run_config(run.run_id),
+                        run_config=run_config.results_config(run.run_id),
                         tags=tags,
                     )
                 )
@@ -137,7 +124,7 @@ def build_sensors(
                     run_key=f"{run.run_id}|{config_id}|{rep}",
                     job_name=partition_job_name,
                     partition_key=partition_key(config_id, rep),
-                    run_config=partition_run_config(run.run_id),
+                    run_config=run_config.partition_config(run.run_id),
                     tags=tags,
                 )
                 for config_id, rep in progress.todo
@@ -172,7 +159,7 @@ def build_sensors(
             materialization = record.asset_materialization
             value = materialization.metadata.get("run_id") if materialization else None
             run_id = getattr(value, "value", value)
-            if run_id and warehouse.exists(manifest_path(str(run_id))):
+            if run_id and run_exists(warehouse, str(run_id)):
                 try:
                     events = notify_run(warehouse, str(run_id), dagster_run_id=record.run_id)
                 except Exception as exc:  # one bad run must not stop the notices
@@ -200,7 +187,7 @@ def build_sensors(
         warehouse = bench.paths.warehouse
         run_id = run.tags.get("bench/run_id") or _config_run_id(run.run_config)
         suite, url = run.tags.get("bench/suite"), None
-        if run_id and warehouse.exists(manifest_path(run_id)):
+        if run_id and run_exists(warehouse, run_id):
             frozen = load_run(run_id, warehouse)
             suite, url = frozen.suite, frozen.launch.suite.notify
         elif suite:

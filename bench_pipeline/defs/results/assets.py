@@ -10,11 +10,18 @@ import pandas as pd
 
 from bench_pipeline.defs.benchmark.assets import scores
 from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.derived import DERIVED_TABLES, compute_derived, store_derived
-from bench_pipeline.pipeline import resolve_run
-from bench_pipeline.tables import OUTCOME_INVALIDATED
+from bench_pipeline.defs.run_config import RESULTS_OP
+from bench_pipeline.formats import display
+from bench_pipeline.results import verdicts
+from bench_pipeline.runs.derived import (
+    DERIVED_TABLES,
+    compute_derived,
+    result_verdicts,
+    store_derived,
+)
+from bench_pipeline.runs.start import resolve_run
+from bench_pipeline.warehouse import layout
 
-RESULTS_OP = "results_tables"
 RESULT_ASSET_NAMES = (RESULTS_OP,)
 DESCRIPTIONS = {
     "config_table": "One row per configuration: overall, scorer means with scored/of, pass rate, cost with coverage, duration, CIs, change against the baseline.",
@@ -36,17 +43,19 @@ class ResultsConfig(dg.Config):
 
 CHECKS = [
     dg.AssetCheckSpec(
-        "grader_integrity",
+        verdicts.GRADER_INTEGRITY,
         asset="config_table",
-        description="No trial was invalidated by a changed grader file.",
+        description=verdicts.DESCRIPTIONS[verdicts.GRADER_INTEGRITY],
     ),
     dg.AssetCheckSpec(
-        "cost_coverage", asset="config_table", description="Every trial's cost is known."
+        verdicts.COST_COVERAGE,
+        asset="config_table",
+        description=verdicts.DESCRIPTIONS[verdicts.COST_COVERAGE],
     ),
     dg.AssetCheckSpec(
-        "regression_tolerance",
+        verdicts.REGRESSION_TOLERANCE,
         asset="regressions",
-        description="No configuration regressed beyond the suite's tolerance.",
+        description=verdicts.DESCRIPTIONS[verdicts.REGRESSION_TOLERANCE],
     ),
 ]
 
@@ -61,10 +70,7 @@ def _md_table(frame: pd.DataFrame, columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _fmt(v: object) -> str:
-    if isinstance(v, float):
-        return "" if pd.isna(v) else f"{v:.4g}"
-    return "" if v is None else str(v)
+_fmt = display.short
 
 
 @dg.multi_asset(
@@ -83,7 +89,7 @@ def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, ben
         warehouse,
         run.run_id,
         baseline_run_id=config.baseline_run_id or None,
-        chart_dir=warehouse.root / "charts",
+        chart_dir=warehouse.root / layout.CHARTS,
     )
     store_derived(warehouse, derived)
     warehouse.refresh_views()
@@ -129,38 +135,27 @@ def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, ben
             metadata["recommendations"] = dg.MetadataValue.json(derived.recommendations)
         yield dg.MaterializeResult(asset_key=name, metadata=metadata)
 
-    trials = warehouse.read("trials", run.run_id)
-    invalid = trials[trials["outcome"] == OUTCOME_INVALIDATED]
+    integrity, coverage, tolerance = result_verdicts(warehouse, derived)
     yield dg.AssetCheckResult(
-        check_name="grader_integrity",
+        check_name=integrity.name,
         asset_key="config_table",
-        passed=invalid.empty,
-        metadata={
-            "invalidated_trials": len(invalid),
-            "trials": ", ".join(invalid["trial_id"].head(20)),
-        },
+        passed=integrity.passed,
+        metadata=integrity.details,
     )
-    table = tables["config_table"]
-    partial = table[table["cost_coverage"] < 1] if "cost_coverage" in table else table.iloc[:0]
     yield dg.AssetCheckResult(
-        check_name="cost_coverage",
+        check_name=coverage.name,
         asset_key="config_table",
-        passed=partial.empty,
+        passed=coverage.passed,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"configs_with_unknown_cost": ", ".join(partial["config_id"]) or "none"},
+        metadata=coverage.details,
     )
-    regressions = tables["regressions"]
-    regressed = (
-        regressions[regressions["regressed"].fillna(False).astype(bool)]
-        if not regressions.empty
-        else regressions
-    )
+    regressed = verdicts.regressed_rows(tables["regressions"])
     yield dg.AssetCheckResult(
-        check_name="regression_tolerance",
+        check_name=tolerance.name,
         asset_key="regressions",
-        passed=regressed.empty,
+        passed=tolerance.passed,
         metadata={
-            "baseline_run_id": derived.baseline_run_id or "none",
+            "baseline_run_id": tolerance.details["baseline_run_id"],
             "regressions": dg.MetadataValue.md(
                 _md_table(regressed, ["config_id", "metric", "baseline", "current", "tolerance"])
             ),

@@ -1,0 +1,57 @@
+"""What every command module shares: exit codes, the usage error, state paths, run lookup."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run, run_exists
+from bench_pipeline.runs.paths import BenchPaths
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+# add(name, handler, help=handler's docstring) -> the command's parser (`main.build_parser`)
+AddCommand = Callable[..., argparse.ArgumentParser]
+
+
+class CliError(Exception):
+    """A usage problem found by a command (exit 2)."""
+
+
+def paths_of(args: argparse.Namespace):
+    from bench_pipeline.runs.paths import default_home
+
+    home = Path(args.home).absolute() if args.home else default_home()
+    return BenchPaths.from_home(home, args.warehouse)
+
+
+def run_id_of(args: argparse.Namespace, paths: Any, suite: str | None = None) -> str:
+    from bench_pipeline.runs.start import latest_run_id
+
+    if getattr(args, "run", None):
+        if not run_exists(paths.warehouse, args.run):
+            raise CliError(
+                f"run: no benchmark run '{args.run}' in {paths.warehouse.root}; see `bench results --list`"
+            )
+        return args.run
+    rid = latest_run_id(paths.warehouse, suite)
+    if rid is None:
+        raise CliError(
+            f"no benchmark run in {paths.warehouse.root} yet; start one with `bench run LAUNCH`"
+        )
+    return rid
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def records(frame: Any) -> list[dict[str, Any]]:
+    return json.loads(frame.to_json(orient="records", date_format="iso"))
+
+
+def load_run_of(paths: BenchPaths, run_id: str) -> BenchmarkRun:
+    return load_run(run_id, paths.warehouse)

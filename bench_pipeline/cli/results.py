@@ -1,0 +1,185 @@
+"""`bench results`, `report`, `baseline`, `compare`: read what runs produced."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline.cli import common
+from bench_pipeline.runs.benchmark_run import run_exists
+
+
+def show_results(
+    args: argparse.Namespace, paths: Any, run_id: str, fail_on_error: bool = False
+) -> int:
+    from bench_pipeline.cli.format import render_config_table, render_recommendations
+    from bench_pipeline.formats.vocabulary import FAILED_OUTCOMES
+    from bench_pipeline.runs.derived import compute_derived, load_derived, result_verdicts
+
+    baseline = getattr(args, "baseline", None)
+    derived = load_derived(paths.warehouse, run_id) if baseline is None else None
+    if derived is None:
+        derived = compute_derived(
+            paths.warehouse,
+            run_id,
+            baseline_run_id=None if baseline in (None, "none") else baseline,
+            use_pinned_baseline=baseline != "none",
+        )
+    table = derived.tables["config_table"]
+    trials = paths.warehouse.read("trials", run_id)
+    failed = trials[trials["outcome"].isin(FAILED_OUTCOMES)]
+    out_file = getattr(args, "out", None)
+    payload = {
+        "run": derived.meta(),
+        "config_table": common.records(table),
+        "recommendations": derived.recommendations,
+        "checks": [v.as_dict() for v in result_verdicts(paths.warehouse, derived)],
+    }
+    if getattr(args, "by_tag", False):
+        payload["by_tag"] = common.records(derived.tables["config_table_by_tag"])
+        payload["recommendations_by_tag"] = common.records(derived.tables["recommendations_by_tag"])
+    if out_file:
+        Path(out_file).write_text(json.dumps(payload, indent=2, default=str))
+    if getattr(args, "json", False):
+        common.print_json(payload)
+    else:
+        meta = derived.meta()
+        print(
+            f"\nRun {run_id}  suite {meta['suite']}  task set {meta['task_set_revision']}  baseline {meta['baseline_run']}"
+        )
+        for note in derived.notes:
+            print(f"note: {note}")
+        print()
+        print(render_config_table(table))
+        print("\nRecommendations:")
+        print(render_recommendations(derived.recommendations))
+        if getattr(args, "by_tag", False):
+            print()
+            for tag, part in derived.tables["config_table_by_tag"].groupby("tag", sort=True):
+                print(f"\nTag {tag}:")
+                print(render_config_table(part))
+        print(f"\nQuery it: duckdb {paths.warehouse.duckdb_path}")
+    if fail_on_error and len(failed):
+        print(f"{len(failed)} trial(s) failed (agent error, timeout or budget)", file=sys.stderr)
+        return common.EXIT_FAILED
+    return common.EXIT_OK
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    """The config table and recommendations of a run (default: the latest)."""
+
+    paths = common.paths_of(args)
+    if args.list:
+        runs = paths.warehouse.read_runs().sort_values("created_at")
+        from bench_pipeline.runs.status import run_statuses
+
+        statuses = run_statuses(paths.warehouse)
+        for r in runs.itertuples():
+            print(
+                f"{r.run_id}  {r.suite}  {r.launch}  {r.created_at}  task set {r.task_set_revision}  {statuses.get(r.run_id, 'unknown')}"
+            )
+        return common.EXIT_OK
+    return show_results(
+        args, paths, common.run_id_of(args, paths), fail_on_error=args.fail_on_error
+    )
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write a self-contained HTML report of a run."""
+
+    from bench_pipeline.results import render_report_html
+    from bench_pipeline.runs.derived import compute_derived
+
+    paths = common.paths_of(args)
+    run_id = common.run_id_of(args, paths)
+    d = compute_derived(paths.warehouse, run_id)
+    html = render_report_html(
+        d.meta(),
+        d.tables["config_table"],
+        d.tables["task_grid"],
+        d.recommendations,
+        d.tables["pareto_frontier"],
+        d.chart_svg(),
+        by_tag=d.tables["config_table_by_tag"],
+        comparison=d.tables["paired_comparison"],
+    )
+    out = Path(args.out or f"{run_id}-report.html")
+    out.write_text(html, encoding="utf-8")
+    print(out)
+    return common.EXIT_OK
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    """Pin (set) or show a suite's baseline run."""
+
+    from bench_pipeline.runs.benchmark_run import load_run
+    from bench_pipeline.runs.derived import pin_baseline, pinned_baseline
+
+    paths = common.paths_of(args)
+    if args.action == "show":
+        print(pinned_baseline(paths.warehouse, args.suite) or "none")
+        return common.EXIT_OK
+    if not args.run_id:
+        raise common.CliError("baseline set: give SUITE RUN")
+    if not run_exists(paths.warehouse, args.run_id):
+        raise common.CliError(f"baseline: no benchmark run '{args.run_id}'")
+    run = load_run(args.run_id, paths.warehouse)
+    if run.suite != args.suite:
+        raise common.CliError(
+            f"baseline: run {args.run_id} is of suite '{run.suite}', not '{args.suite}'"
+        )
+    pin_baseline(paths.warehouse, args.suite, args.run_id)
+    print(f"baseline of {args.suite} is now {args.run_id}")
+    return common.EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Paired comparison of a run's configs against a config or another run."""
+
+    from bench_pipeline.runs.compare import compare_command
+
+    paths = common.paths_of(args)
+    run_id = common.run_id_of(args, paths)
+    result = compare_command(paths.warehouse, run_id, args.against, args.candidate)
+    if args.json:
+        common.print_json(result)
+    else:
+        from bench_pipeline.cli.format import render_comparison
+
+        print(render_comparison(result))
+    return common.EXIT_OK
+
+
+def register(add: common.AddCommand) -> None:
+    res = add("results", cmd_results)
+    res.add_argument("run", nargs="?")
+    res.add_argument("--json", action="store_true")
+    res.add_argument("--by-tag", action="store_true")
+    res.add_argument(
+        "--baseline",
+        help="compare with this run instead of the pinned baseline ('none' for no baseline)",
+    )
+    res.add_argument("--list", action="store_true", help="list every run in the warehouse")
+    res.add_argument("--out", help="also write the results as JSON to this file")
+    res.add_argument("--fail-on-error", action="store_true", help="exit 1 when any trial failed")
+
+    rep = add("report", cmd_report)
+    rep.add_argument("run", nargs="?")
+    rep.add_argument("--out", help="file to write (default <run>-report.html)")
+
+    b = add("baseline", cmd_baseline)
+    b.add_argument("action", choices=["set", "show"])
+    b.add_argument("suite")
+    b.add_argument("run_id", nargs="?", metavar="RUN")
+
+    c = add("compare", cmd_compare)
+    c.add_argument("run", nargs="?")
+    c.add_argument(
+        "--against",
+        help="baseline: a config id of the run, or another run id (default: the baseline config)",
+    )
+    c.add_argument("--candidate", help="only this config")
+    c.add_argument("--json", action="store_true")

@@ -1,0 +1,117 @@
+"""The same assets and jobs as `bench_pipeline.defs.definitions`, with Dagster's celery executor:
+every step of a run goes to a celery queue and runs in whichever worker takes it.
+
+For scale-out deployments (docs/deploy.md). Load this module *instead of*
+`bench_pipeline.defs.definitions` in a workspace (both define the same asset keys). It needs the
+`celery` extra (dagster-celery), a broker the workers share, and state every worker sees: the
+same DAGSTER_HOME (or a Postgres instance) and the same bench home / warehouse root.
+
+Broker and result backend come from the environment when this module is loaded:
+BENCH_CELERY_BROKER (default redis://127.0.0.1:6379/0) and BENCH_CELERY_BACKEND (default: the
+broker). Workers must be started against the same broker, e.g. with
+`dagster-celery worker start -A dagster_celery.app -y celery.yaml` (see `worker_config`).
+"""
+
+# No `from __future__ import annotations` here: Dagster reads types from real annotations.
+
+import os
+from typing import Any
+
+import dagster as dg
+from dagster_celery import celery_executor
+
+from bench_pipeline.defs import run_config
+from bench_pipeline.defs.definitions import (
+    PARTITION_JOB,
+    RESCORE_JOB,
+    RESULTS_JOB,
+    TASK_SET_JOB,
+    build_definitions,
+)
+from bench_pipeline.defs.partitions import partition_key, trial_partitions
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+
+
+def broker_url() -> str:
+    return os.environ.get("BENCH_CELERY_BROKER") or DEFAULT_BROKER
+
+
+def backend_url() -> str:
+    return os.environ.get("BENCH_CELERY_BACKEND") or broker_url()
+
+
+def executor_config() -> dict[str, Any]:
+    """The celery executor's config; the workers' config yaml must name the same broker."""
+    return {
+        "broker": broker_url(),
+        "backend": backend_url(),
+        # One step at a time per worker process: a partition's step runs many trials itself.
+        "config_source": {"worker_prefetch_multiplier": 1, "task_acks_late": True},
+    }
+
+
+def worker_config() -> dict[str, Any]:
+    """The yaml for `dagster-celery worker start -y`: `execution: config:` as in a run config."""
+    return {"execution": {"config": executor_config()}}
+
+
+def _resolve_executor_config(config: dict[str, Any]) -> dict[str, Any]:
+    # Evaluated when a run's config is resolved (not at import): the environment of the
+    # process that launches the run decides the broker; run config may still override it.
+    return {**executor_config(), **{k: v for k, v in config.items() if v}}
+
+
+bench_celery_executor = celery_executor.configured(
+    _resolve_executor_config,
+    name="bench_celery",
+    config_schema={
+        "broker": dg.Field(str, is_required=False, description="default $BENCH_CELERY_BROKER"),
+        "backend": dg.Field(str, is_required=False, description="default $BENCH_CELERY_BACKEND"),
+    },
+)
+
+# The same assets, jobs (same names and selections), sensors and schedules as
+# bench_pipeline.defs.definitions; only the executor differs. Steps run in other processes and on
+# other hosts, so nothing is handed over in memory: every asset reads what it needs from the
+# warehouse and the frozen run manifest.
+defs = build_definitions(bench_celery_executor)
+
+
+# Module-level job factories, so `dg.reconstructable` can rebuild each job in a worker.
+def define_task_set_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(TASK_SET_JOB)
+
+
+def define_partition_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(PARTITION_JOB)
+
+
+def define_rescore_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(RESCORE_JOB)
+
+
+def define_results_job() -> dg.JobDefinition:
+    return defs.resolve_job_def(RESULTS_JOB)
+
+
+def partition_run_config(run_id: str, home: str, warehouse_root: str = "") -> dict[str, Any]:
+    return {
+        **run_config.partition_config(run_id),
+        **run_config.bench_resource_config(home, warehouse_root),
+    }
+
+
+def partition_tags(config_id: str, rep: int, run_id: str) -> dict[str, str]:
+    """Tags that make a run of the partitioned job target one config x repetition (the config
+    must be registered first: `bench_pipeline.defs.partitions.register_configs`)."""
+    # The per-dimension tags make the step see a MultiPartitionKey, not the bare "config|rep".
+    key = partition_key(config_id, rep)
+    return {**trial_partitions.get_tags_for_partition_key(key), "bench/run_id": run_id}
+
+
+def results_run_config(run_id: str, home: str, warehouse_root: str = "") -> dict[str, Any]:
+    return {
+        **run_config.results_config(run_id),
+        **run_config.bench_resource_config(home, warehouse_root),
+    }

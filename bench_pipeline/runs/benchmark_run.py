@@ -1,0 +1,156 @@
+"""A benchmark run: one executed launch, frozen at start.
+
+The frozen run (tasks with their resolved base commits and input hashes, configurations with
+their resolved agent and skill texts, prices) is stored in the warehouse as a manifest, so any
+process that executes a partition reads exactly what was launched, whatever happens to the
+factory files meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline import __version__
+from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices
+from bench_pipeline.formats.serialize import from_jsonable, to_jsonable
+from bench_pipeline.formats.taskset import FrozenTaskSet, freeze
+from bench_pipeline.trials.runner import TrialSpec
+from bench_pipeline.warehouse import layout
+from bench_pipeline.warehouse.store import Warehouse
+
+BASELINE_CONFIG_ID = "baseline"
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    run_id: str
+    created_at: str
+    launch: Launch
+    taskset: FrozenTaskSet
+    prices: Prices
+    launch_path: str
+    agent_file_hashes: dict[str, str]  # factory-relative agent file -> sha256 at launch
+    engine_version: str = __version__
+
+    @property
+    def suite(self) -> str:
+        return self.launch.suite.name
+
+    def config(self, config_id: str) -> Config:
+        for c in self.launch.configs:
+            if c.id == config_id:
+                return c
+        raise KeyError(f"run {self.run_id} has no configuration '{config_id}'")
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """(config, repetition) pairs in execution order: configurations reverse each rep."""
+        order = []
+        for rep in range(1, self.launch.repetitions + 1):
+            configs = [c.id for c in self.launch.configs]
+            order.extend((c, rep) for c in (configs if rep % 2 else reversed(configs)))
+        return order
+
+    def trial_specs(self, config_id: str, repetition: int) -> list[TrialSpec]:
+        """The partition's trials; task order reverses from one repetition to the next."""
+        config = self.config(config_id)
+        tasks = list(self.taskset.tasks)
+        if repetition % 2 == 0:
+            tasks.reverse()
+        baseline = config.agent.kind == "replay"
+        return [TrialSpec(t, config, repetition, baseline) for t in tasks]
+
+    def runs_row(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "suite": self.suite,
+            "launch": self.launch.name,
+            "task_set_revision": self.taskset.revision,
+            "created_at": datetime.fromisoformat(self.created_at),
+            "configs_json": json.dumps(
+                [
+                    {
+                        "id": c.id,
+                        "hash": c.hash,
+                        "agent": c.agent.name,
+                        "kind": c.agent.kind,
+                        "model": c.agent.model,
+                        "effort": c.agent.effort,
+                        "factory_ref": c.factory_ref,
+                        "factory_sha": c.factory_sha,
+                    }
+                    for c in self.launch.configs
+                ]
+            ),
+            "scorers_json": json.dumps(list(self.launch.scorers)),
+            "judge_json": json.dumps(to_jsonable(self.launch.judge)),
+            "repetitions": self.launch.repetitions,
+            "engine_version": self.engine_version,
+        }
+
+
+def new_run_id(suite: str, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{suite}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
+
+
+def freeze_run(launch: Launch, prices: Prices, launch_path: str | Path) -> BenchmarkRun:
+    """Freeze a validated launch into a new benchmark run (not yet stored)."""
+    if launch.include_baseline and not any(c.agent.kind == "replay" for c in launch.configs):
+        replay = Config(
+            id=BASELINE_CONFIG_ID,
+            agent=AgentSpec(name="replay", kind="replay", timeout_seconds=600),
+            max_parallel=launch.max_parallel,
+        )
+        launch = replace(launch, configs=(*launch.configs, replay))
+    taskset = freeze(launch.suite.name, launch.suite.directory, launch.tasks)
+    now = datetime.now(UTC)
+    return BenchmarkRun(
+        run_id=new_run_id(launch.suite.name, now),
+        created_at=now.isoformat(),
+        launch=launch,
+        taskset=taskset,
+        prices=prices,
+        launch_path=str(Path(launch_path).absolute()),
+        agent_file_hashes=agent_file_hashes(launch),
+    )
+
+
+def agent_file_hashes(launch: Launch) -> dict[str, str]:
+    out = {}
+    for c in launch.configs:
+        path = launch.factory_root / "agents" / f"{c.agent.name}.yaml"
+        if path.is_file():
+            out[f"agents/{c.agent.name}.yaml"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def agent_drift(run: BenchmarkRun) -> list[str]:
+    """Agent files that changed in the live factory since the run was frozen."""
+    drifted = []
+    for rel, sha in run.agent_file_hashes.items():
+        path = run.launch.factory_root / rel
+        now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        if now != sha:
+            drifted.append(rel)
+    return drifted
+
+
+def run_exists(warehouse: Warehouse, run_id: str) -> bool:
+    """Whether a benchmark run with this id was frozen into the warehouse."""
+    return warehouse.exists(layout.manifest(run_id))
+
+
+def save_run(run: BenchmarkRun, warehouse: Warehouse) -> None:
+    warehouse.write_json(layout.manifest(run.run_id), to_jsonable(run))
+    warehouse.write("runs", [run.runs_row()], run.run_id, "run")
+
+
+def load_run(run_id: str, warehouse: Warehouse) -> BenchmarkRun:
+    data = warehouse.read_json(layout.manifest(run_id))
+    return from_jsonable(BenchmarkRun, data)

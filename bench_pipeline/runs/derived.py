@@ -1,0 +1,334 @@
+"""Build every derived table of one benchmark run from the warehouse, and store it.
+
+The pure table functions live in `bench_pipeline.results`; this module picks the run's rows
+(the latest row per trial, the latest score per cell), chooses the baseline run, and writes
+each table as `<table>/<run_id>/table.parquet`. Dagster's results assets, `bench results`
+and `bench report` all go through `compute_derived`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench_pipeline import results as R
+from bench_pipeline.formats.registry import uses_judge
+from bench_pipeline.results import verdicts
+from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
+from bench_pipeline.results.scores import latest_trials
+from bench_pipeline.runs.benchmark_run import BenchmarkRun, agent_drift, load_run
+from bench_pipeline.runs.status import status_of
+from bench_pipeline.warehouse import layout
+from bench_pipeline.warehouse.store import Warehouse
+
+DERIVED_TABLES = (
+    "config_table",
+    "task_grid",
+    "recommendations",
+    "pareto_frontier",
+    "config_table_by_tag",
+    "recommendations_by_tag",
+    "paired_comparison",
+    "regressions",
+    "scenario_turns",
+)
+
+
+@dataclass
+class Derived:
+    run: BenchmarkRun
+    tables: dict[str, pd.DataFrame]
+    recommendations: dict[str, Any]
+    baseline_run_id: str | None
+    baseline_note: str | None
+    chart_png: Path | None = None
+    notes: list[str] = field(default_factory=list)
+    scorers: tuple[str, ...] = ()  # the launch's plus any a rescore added
+    judge_status: str | None = None  # calibration of the judge, when a judge scorer is used
+
+    @property
+    def baseline_config(self) -> str | None:
+        return next((c.id for c in self.run.launch.configs if c.agent.kind == "replay"), None)
+
+    def chart_svg(self) -> str:
+        """The Pareto chart as SVG text (drawn on demand: only the HTML report needs it)."""
+        return R.pareto_chart_svg(
+            self.tables["pareto_frontier"], baseline_config=self.baseline_config
+        )
+
+    def meta(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "run_id": run.run_id,
+            "suite": run.suite,
+            "launch": run.launch.name,
+            "task_set_revision": run.taskset.revision,
+            "created_at": run.created_at,
+            "tasks": len(run.taskset.tasks),
+            "configs": ", ".join(c.id for c in run.launch.configs),
+            "repetitions": run.launch.repetitions,
+            "scorers": ", ".join(self.scorers or run.launch.scorers),
+            **({"judge": self.judge_status} if self.judge_status else {}),
+            "baseline_run": self.baseline_run_id or "none",
+            **({"notes": " | ".join(self.notes)} if self.notes else {}),
+        }
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def pinned_baseline(warehouse: Warehouse, suite: str) -> str | None:
+    rel = layout.baseline(suite)
+    return warehouse.read_json(rel)["run_id"] if warehouse.exists(rel) else None
+
+
+def pin_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
+    from datetime import UTC, datetime
+
+    warehouse.write_json(
+        layout.baseline(suite),
+        {"suite": suite, "run_id": run_id, "set_at": datetime.now(UTC).isoformat()},
+    )
+
+
+# --------------------------------------------------------------------------- rows of one run
+
+
+def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's trials (latest row per trial) and scores (latest row per trial x scorer)."""
+    trials = warehouse.read("trials", run_id)
+    scores = warehouse.read("scores", run_id)
+    if not trials.empty:
+        trials = R.latest_trials(trials)
+    if not scores.empty:
+        scores = R.latest_scores(scores)
+    return trials, scores
+
+
+def compute_derived(
+    warehouse: Warehouse,
+    run_id: str,
+    *,
+    baseline_run_id: str | None = None,
+    use_pinned_baseline: bool = True,
+    chart_dir: Path | None = None,
+) -> Derived:
+    run = load_run(run_id, warehouse)
+    trials, scores = run_rows(warehouse, run_id)
+    if trials.empty:
+        raise LookupError(f"run {run_id} has no trials yet")
+    per_trial = R.trial_overall(trials, scores)
+    notes: list[str] = []
+    status = status_of(warehouse, run_id) or {}
+    drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
+    if drift:
+        notes.append(f"agent drift: {', '.join(drift)} changed while the run was in progress")
+
+    base_id = baseline_run_id or (
+        pinned_baseline(warehouse, run.suite) if use_pinned_baseline else None
+    )
+    base_note = None
+    baseline_table = None
+    if base_id == run_id:
+        base_id = None
+    if base_id:
+        base_run = load_run(base_id, warehouse)
+        if base_run.taskset.revision != run.taskset.revision:
+            base_note = (
+                f"baseline {base_id} ran task-set revision {base_run.taskset.revision}, this run "
+                f"{run.taskset.revision}: not compared (stale results are never mixed)"
+            )
+            notes.append(base_note)
+            base_id = None
+        else:
+            bt, bs = run_rows(warehouse, base_id)
+            baseline_table = R.config_table(bt, bs) if not bt.empty else None
+
+    scorers, judge = run_scorers(warehouse, run)
+    judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
+    table = R.config_table(trials, scores, baseline_table, per_trial=per_trial)
+    table = _annotate_judge(table, run, scorers, judge)
+    grid = R.task_config_grid(trials, scores, per_trial=per_trial)
+    recs = R.recommend(table)
+    frontier = R.pareto_frontier(table)
+    by_tag = R.config_table_by_tag(trials, scores, per_trial=per_trial)
+    comparison = R.compare_all(trials, scores, per_trial=per_trial)
+    if baseline_table is not None and base_id:
+        regressions = R.detect_regressions(
+            table,
+            baseline_table,
+            {
+                "overall": run.launch.suite.tolerance.overall,
+                "cost": run.launch.suite.tolerance.cost,
+            },
+            suite=run.suite,
+            run_id=run_id,
+            baseline_run_id=base_id,
+        )
+    else:
+        regressions = pd.DataFrame(columns=REGRESSION_COLUMNS)
+    tables = {
+        "config_table": table,
+        "task_grid": grid,
+        "recommendations": R.recommendations_frame(table),
+        "pareto_frontier": frontier,
+        "config_table_by_tag": by_tag,
+        "recommendations_by_tag": R.recommendations_by_tag(by_tag),
+        "paired_comparison": comparison,
+        "regressions": regressions,
+        "scenario_turns": scenario_turns(scores),
+    }
+    for frame in tables.values():
+        if "run_id" not in frame.columns:
+            frame.insert(0, "run_id", run_id)
+    derived = Derived(
+        run,
+        tables,
+        recs,
+        base_id,
+        base_note,
+        notes=notes,
+        scorers=scorers,
+        judge_status=judge_status,
+    )
+    if chart_dir is not None:
+        derived.chart_png = R.pareto_chart(
+            frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=derived.baseline_config
+        )
+    return derived
+
+
+def run_scorers(warehouse: Warehouse, run: BenchmarkRun) -> tuple[tuple[str, ...], Any]:
+    """The scorers a run's scores come from (launch + rescores) and its effective judge."""
+    from bench_pipeline.runs.rescore import effective_judge, rescore_history
+
+    scorers = list(run.launch.scorers)
+    for item in rescore_history(warehouse, run.run_id):
+        scorers += [s for s in item.get("scorers") or [] if s not in scorers]
+    return tuple(scorers), effective_judge(warehouse, run)
+
+
+def judge_calibration_note(warehouse: Warehouse, judge: Any) -> str:
+    from bench_pipeline.runs.calibration import judge_calibration
+
+    if judge is None:
+        return "no judge configured"
+    cal = judge_calibration(warehouse, judge)
+    if cal is None:
+        return f"{judge.model}: NOT calibrated (run `bench calibrate-judge`)"
+    kappa = cal.get("kappa")
+    acc = cal.get("accuracy")
+    shown = ", ".join(
+        part
+        for part in (
+            f"accuracy {acc:.2f}" if isinstance(acc, int | float) else "",
+            f"kappa {kappa:.2f}" if isinstance(kappa, int | float) else "",
+        )
+        if part
+    )
+    return f"{judge.model}: calibrated ({shown}) at {cal.get('calibrated_at', cal.get('created_at', '?'))}"
+
+
+def _annotate_judge(
+    table: pd.DataFrame, run: BenchmarkRun, scorers: tuple[str, ...], judge: Any
+) -> pd.DataFrame:
+    """Say when the judge model is also a configuration: it grades its own answers."""
+    models = {c.id: c.agent.model for c in run.launch.configs}
+    table = table.copy()
+    table["judge_grades_itself"] = [
+        bool(uses_judge(scorers) and judge is not None and models.get(cid) == judge.model)
+        for cid in table["config_id"]
+    ]
+    return table
+
+
+def store_derived(warehouse: Warehouse, derived: Derived) -> None:
+    run_id = derived.run.run_id
+    for name, frame in derived.tables.items():
+        warehouse.write(name, _storable(frame), run_id, "table")
+    warehouse.write_json(
+        layout.derived_meta(run_id),
+        {
+            "recommendations": derived.recommendations,
+            "baseline_run_id": derived.baseline_run_id,
+            "baseline_note": derived.baseline_note,
+            "notes": derived.notes,
+        },
+    )
+
+
+def load_derived(warehouse: Warehouse, run_id: str) -> Derived | None:
+    """The stored derived tables of a run (as the results asset last wrote them), or None.
+    Newer trials or scores than the stored tables (a rescore in progress) also give None."""
+    rel = layout.derived_meta(run_id)
+    if not warehouse.exists(rel):
+        return None
+    stamp = (warehouse.root / rel).stat().st_mtime
+    newest = max(
+        (p.stat().st_mtime for t in ("trials", "scores") for p in warehouse.files(t, run_id)),
+        default=0.0,
+    )
+    if newest > stamp:
+        return None
+    meta = warehouse.read_json(rel)
+    tables = {name: warehouse.read(name, run_id) for name in DERIVED_TABLES}
+    run = load_run(run_id, warehouse)
+    return Derived(
+        run,
+        tables,
+        meta["recommendations"],
+        meta["baseline_run_id"],
+        meta["baseline_note"],
+        notes=meta["notes"],
+    )
+
+
+def _storable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Parquet needs one type per column: nested values (dicts, mixed lists) become JSON."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object and out[col].map(lambda v: isinstance(v, dict)).any():
+            out[col] = out[col].map(lambda v: json.dumps(v, default=str) if v is not None else None)
+    return out
+
+
+def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, config, turn) of text and scenario tasks: passed only when the turn passed in
+    every repetition (pass^N), with latency, tokens and cost averaged over the repetitions."""
+    from bench_pipeline.scorers.asserts import turn_pass_hat_n
+
+    columns = ["task_id", "config_id", "turn", "repetitions", "passes", "passed", "pass_rate"]
+    rows = []
+    asserts = scores[scores["scorer"] == "assert"] if not scores.empty else scores
+    for r in asserts.itertuples():
+        details = json.loads(r.details_json) if isinstance(r.details_json, str) else {}
+        for t in details.get("turns", []):
+            rows.append(
+                {
+                    "task_id": r.task_id,
+                    "config_id": r.config_id,
+                    "repetition": int(r.repetition),
+                    "turn": t.get("turn"),
+                    "passed": t.get("passed"),
+                    "latency_ms": t.get("latency_ms"),
+                    "completion_tokens": t.get("completion_tokens"),
+                    "cost_usd": t.get("cost_usd"),
+                    "judge_score": None,
+                }
+            )
+    out = pd.DataFrame(turn_pass_hat_n(rows))
+    return out if not out.empty else pd.DataFrame(columns=columns)
+
+
+def result_verdicts(warehouse: Warehouse, derived: Derived) -> list[verdicts.Verdict]:
+    """The asset checks of a run's results (grader integrity, cost coverage, regressions)."""
+    tables = derived.tables
+    return [
+        verdicts.grader_integrity(latest_trials(warehouse.read("trials", derived.run.run_id))),
+        verdicts.cost_coverage(tables["config_table"]),
+        verdicts.regression_tolerance(tables["regressions"], derived.baseline_run_id),
+    ]

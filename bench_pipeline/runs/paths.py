@@ -1,0 +1,44 @@
+"""Where a bench installation keeps its state: every folder derives from one home."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_pipeline.warehouse.store import Warehouse
+
+
+@dataclass(frozen=True)
+class BenchPaths:
+    """Where a bench installation keeps its state (all derived from one home folder)."""
+
+    home: Path
+    warehouse_root: str
+
+    @classmethod
+    def from_home(cls, home: str | Path, warehouse_root: str | None = None) -> BenchPaths:
+        home = Path(home).absolute()
+        return cls(home, warehouse_root or str(home / "warehouse"))
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.warehouse_root)
+
+    def evidence_root(self, run_id: str) -> Path:
+        return self.home / "evidence" / run_id
+
+    @property
+    def work_root(self) -> Path:
+        return self.home / "work"
+
+    def cancel_flag(self, run_id: str) -> Path:
+        return self.home / "cancel" / run_id
+
+    def pid_registry(self, run_id: str) -> Path:
+        """Process groups a run's trials have alive (killed when the run is found orphaned)."""
+        return self.home / "pids" / run_id
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("BENCH_HOME") or Path.cwd() / ".bench").absolute()

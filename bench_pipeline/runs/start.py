@@ -1,0 +1,118 @@
+"""Start a benchmark run: load and check a launch, narrow it, freeze it, store it; and find
+the run a later command means."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline.agents import make_agent
+from bench_pipeline.formats.loader import load_launch, load_prices
+from bench_pipeline.formats.model import Launch
+from bench_pipeline.formats.refs import FactoryView
+from bench_pipeline.runs.benchmark_run import BenchmarkRun, freeze_run, load_run, save_run
+from bench_pipeline.runs.paths import BenchPaths
+from bench_pipeline.runs.score import preflight_scorers
+from bench_pipeline.warehouse.store import Warehouse
+
+
+def load_and_check(
+    launch_path: str | Path, environ: dict[str, str] | None = None
+) -> tuple[Launch, Any]:
+    """Load a launch and refuse, before anything runs, what would fail mid-run."""
+    launch = load_launch(launch_path)
+    prices = load_prices(FactoryView(launch.factory_root))
+    env = dict(environ if environ is not None else os.environ)
+    for config in launch.configs:
+        make_agent(config.agent).preflight(env)
+    return launch, prices
+
+
+def start_run(
+    launch_path: str | Path,
+    paths: BenchPaths,
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> BenchmarkRun:
+    """Validate, apply command-line overrides, freeze and store a new benchmark run."""
+    launch, prices = load_and_check(launch_path, environ)
+    if overrides:
+        launch = apply_overrides(launch, **overrides)
+    run = freeze_run(launch, prices, launch_path)
+    preflight_scorers(run, run.launch.scorers, dict(environ if environ is not None else os.environ))
+    save_run(run, paths.warehouse)
+    return run
+
+
+def latest_run_id(warehouse: Warehouse, suite: str | None = None) -> str | None:
+    runs = warehouse.read_runs()
+    if suite:
+        runs = runs[runs["suite"] == suite]
+    if runs.empty:
+        return None
+    return str(runs.sort_values("created_at").iloc[-1]["run_id"])
+
+
+def resolve_run(warehouse: Warehouse, run_id: str | None) -> BenchmarkRun:
+    rid = run_id or latest_run_id(warehouse)
+    if rid is None:
+        raise LookupError("no benchmark run in the warehouse yet; start one with `bench run`")
+    return load_run(rid, warehouse)
+
+
+def apply_overrides(
+    launch: Launch,
+    *,
+    name: str | None = None,
+    max_tasks: int | None = None,
+    repeats: int | None = None,
+    parallel: int | None = None,
+    timeout: float | None = None,
+) -> Launch:
+    """The command line's narrowing of a launch (`bench run --name/--max/--repeats/...`)."""
+    from dataclasses import replace
+
+    from bench_pipeline.formats.errors import BenchInputError
+    from bench_pipeline.formats.model import MAX_REPETITIONS, MAX_TRIALS
+
+    tasks = list(launch.tasks)
+    if name:
+        needles = [n.lower() for n in name.split("|") if n]
+        tasks = [
+            t for t in tasks if any(n in t.id.lower() or n in t.title.lower() for n in needles)
+        ]
+        if not tasks:
+            raise BenchInputError(None, "name", f"no task id or title matches '{name}'")
+    if max_tasks is not None:
+        if max_tasks < 1:
+            raise BenchInputError(None, "max_tasks", "must be at least 1")
+        tasks = tasks[:max_tasks]
+    configs = list(launch.configs)
+    if parallel is not None:
+        if parallel < 1:
+            raise BenchInputError(None, "parallel", "must be at least 1")
+        configs = [replace(c, max_parallel=parallel) for c in configs]
+    if timeout is not None:
+        if timeout <= 0:
+            raise BenchInputError(None, "timeout", "must be a positive number of seconds")
+        configs = [
+            replace(c, agent=replace(c.agent, timeout_seconds=float(timeout))) for c in configs
+        ]
+    reps = launch.repetitions
+    if repeats is not None:
+        if not 1 <= repeats <= MAX_REPETITIONS:
+            raise BenchInputError(None, "repetitions", f"must be between 1 and {MAX_REPETITIONS}")
+        reps = repeats
+    out = replace(
+        launch,
+        tasks=tuple(tasks),
+        configs=tuple(configs),
+        repetitions=reps,
+        max_parallel=parallel or launch.max_parallel,
+    )
+    if out.trial_count > MAX_TRIALS:
+        raise BenchInputError(
+            None, "repetitions", f"{out.trial_count} trials; a launch runs at most {MAX_TRIALS}"
+        )
+    return out

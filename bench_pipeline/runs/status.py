@@ -1,0 +1,95 @@
+"""Benchmark run status across processes: running, finished, cancelled, interrupted.
+
+A running run records the process that drives it; when the tool next starts and that process
+is gone (kill -9, a crash, a reboot), the run is marked interrupted, and `bench run --resume`
+finishes only its trials without a final result.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline.warehouse import layout
+from bench_pipeline.warehouse.store import Warehouse
+
+RUNNING, FINISHED, FAILED, CANCELLED, INTERRUPTED = (
+    "running",
+    "finished",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
+
+
+def _write(warehouse: Warehouse, run_id: str, status: str, **extra: Any) -> None:
+    warehouse.write_json(
+        layout.run_status(run_id),
+        {"run_id": run_id, "status": status, "updated_at": datetime.now(UTC).isoformat(), **extra},
+    )
+
+
+def mark_running(warehouse: Warehouse, run_id: str) -> None:
+    _write(warehouse, run_id, RUNNING, pid=os.getpid(), host=socket.gethostname())
+
+
+def mark_finished(warehouse: Warehouse, run_id: str, status: str = FINISHED, **extra: Any) -> None:
+    _write(warehouse, run_id, status, **extra)
+
+
+def status_of(warehouse: Warehouse, run_id: str) -> dict[str, Any] | None:
+    return (
+        warehouse.read_json(layout.run_status(run_id))
+        if warehouse.exists(layout.run_status(run_id))
+        else None
+    )
+
+
+def run_statuses(warehouse: Warehouse) -> dict[str, str]:
+    folder = warehouse.root / layout.RUN_STATUS
+    out = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        data = warehouse.read_json(layout.run_status(f.stem))
+        out[data["run_id"]] = data["status"]
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (killed, not yet reaped by its parent) is not alive either.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def recover_interrupted(warehouse: Warehouse, pid_root: Path | None = None) -> list[str]:
+    """Mark runs whose driving process on this host is gone as interrupted, and kill the agent
+    and grader process groups they left behind (recorded under `pid_root/<run_id>`)."""
+    from bench_pipeline.workspace.process import kill_recorded_groups
+
+    host = socket.gethostname()
+    interrupted = []
+    folder = warehouse.root / layout.RUN_STATUS
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        data = warehouse.read_json(layout.run_status(f.stem))
+        if (
+            data.get("status") == RUNNING
+            and data.get("host") == host
+            and not _alive(int(data.get("pid", 0)))
+        ):
+            killed = kill_recorded_groups(pid_root / data["run_id"]) if pid_root else []
+            _write(
+                warehouse, data["run_id"], INTERRUPTED, pid=data.get("pid"), killed_groups=killed
+            )
+            interrupted.append(data["run_id"])
+    return interrupted

@@ -1,0 +1,84 @@
+"""Every on-disk path layout under the warehouse root, in one place.
+
+Tables are `<table>/<run_id>/<part>.parquet` (see `Warehouse.write`); the JSON records below sit
+beside them. Paths are relative to the warehouse root, with `/` separators, so the same layout
+works for a local folder and for an object-store root.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+def manifest(run_id: str) -> str:
+    """The frozen benchmark run: tasks, configs, resolved agent texts and their hashes."""
+    return f"manifests/{run_id}.json"
+
+
+RUN_STATUS = "run_status"  # one JSON per run: running / finished / interrupted ...
+
+
+def run_status(run_id: str) -> str:
+    """Whether the run is going, finished, failed, cancelled or was interrupted, and by whom."""
+    return f"{RUN_STATUS}/{run_id}.json"
+
+
+def baseline(suite: str) -> str:
+    """The suite's pinned baseline run (`bench baseline`)."""
+    return f"baselines/{suite}.json"
+
+
+def derived_meta(run_id: str) -> str:
+    """Recommendations and notes stored beside a run's derived tables."""
+    return f"derived_meta/{run_id}.json"
+
+
+def rescore_settings(run_id: str, rescore_id: str | None = None) -> str:
+    """What one rescore graded with (its scorers, the merged judge, the counts it wrote); without
+    `rescore_id`, the folder of every rescore of the run, one settings file each."""
+    folder = f"rescores/{run_id}"
+    return folder if rescore_id is None else f"{folder}/{rescore_id}.json"
+
+
+def calibration(judge_config_hash: str, at: datetime | None = None) -> str:
+    """The latest calibration of one judge configuration; with `at`, the one made then, kept
+    with its per-item results under history/ and never overwritten."""
+    if at is None:
+        return f"calibrations/{judge_config_hash}.json"
+    return f"calibrations/history/{judge_config_hash}-{at:%Y%m%dT%H%M%S%fZ}.json"
+
+
+def notification_state(suite: str) -> str:
+    """What was last notified for a suite (regression open or not)."""
+    return f"notifications/{suite}.json"
+
+
+def reported_failed_runs(suite: str | None) -> str:
+    """Dagster runs whose failure was already notified, so a failure is sent once."""
+    return f"notifications/{suite or '_unknown'}.failed_runs.json"
+
+
+NIGHTLY_MARKERS = "nightly/runs"  # one JSON per nightly run
+
+
+def nightly_marker(run_id: str) -> str:
+    """Marks a run as started by the nightly schedule (the nightly sensor drives these)."""
+    return f"{NIGHTLY_MARKERS}/{run_id}.json"
+
+
+CHARTS = "charts"  # Pareto chart images drawn for Dagster metadata
+
+
+def partition_dir(config_id: str, rep: int) -> str:
+    """The sub-folder of one partition's rows (trials, check results, scores) within a run."""
+    return f"{config_id}/rep{int(rep)}"
+
+
+def trial_part(config_id: str, rep: int, task_id: str) -> str:
+    """The file stem of one trial's rows: each finished trial is written at once, alone."""
+    return f"{partition_dir(config_id, rep)}/{task_id}"
+
+
+def score_part(config_id: str, rep: int, rescore_id: str) -> str:
+    """The file stem of one partition's score rows from one (re)score."""
+    return f"{partition_dir(config_id, rep)}/{rescore_id}"
