@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_pipeline_tests.processes import group_members
+
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's scripts (dagster-webserver, celery)
@@ -95,15 +97,13 @@ class Server:
 def _wait_group_gone(pgid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        # Reap our own child so a zombie leader does not keep the group "alive".
+        # Reap our own child so a zombie leader does not linger; zombies count as gone.
         try:
             os.waitpid(pgid, os.WNOHANG)
         except ChildProcessError:
             pass
+        if not group_members(pgid):
+            return True
         time.sleep(0.2)
     return False
 

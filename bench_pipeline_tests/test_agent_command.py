@@ -14,6 +14,7 @@ from bench_pipeline.agents.base import BUDGET, COMPLETED, ERROR, TIMEOUT, make_a
 from bench_pipeline.agents.command import CommandAgent, preset_command, substitute
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.workspace.process import scrubbed_env
+from bench_pipeline_tests.processes import wait_until_dead
 from bench_pipeline_tests.test_agent_support import (
     git_workspace,
     make_request,
@@ -194,14 +195,6 @@ def test_codex_preset_jsonl_priced(tmp_path, monkeypatch):
     assert u.cost_usd == pytest.approx((2500 + 1000 + 5000) / 1e6)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_timeout_kills_agent_and_its_child(tmp_path):
     pidfile = tmp_path / "child.pid"
     agent_py = script(
@@ -218,11 +211,7 @@ def test_timeout_kills_agent_and_its_child(tmp_path):
     assert time.monotonic() - start < 10
     assert result.status == TIMEOUT
     child = int(pidfile.read_text())
-    for _ in range(50):
-        if not _alive(child):
-            break
-        time.sleep(0.1)
-    assert not _alive(child)
+    assert wait_until_dead(child), f"the agent's child {child} survived the timeout"
 
 
 def test_preflight_missing_executable_names_file_key_and_fix(tmp_path):

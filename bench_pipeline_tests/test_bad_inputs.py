@@ -101,6 +101,61 @@ def reserved_tag(f: Path) -> str:
     return "reserved for untagged tasks"
 
 
+def task_listed_twice(f: Path) -> str:
+    _edit(
+        f / DEMO,
+        "max_parallel: 2",
+        "max_parallel: 2\ntasks: [amount-precision, pagination, amount-precision]",
+    )
+    return "'amount-precision' is listed twice"
+
+
+def id_with_trailing_newline(f: Path) -> str:
+    _edit(f / TASK, "id: amount-precision\n", 'id: "amount-precision\\n"\n')
+    return "is not a valid id"
+
+
+def suite_agent_missing(f: Path) -> str:
+    _edit(f / "benchmarks/invoices/suite.yaml", "agent: coder", "agent: codr")
+    return "no agent file agents/codr.yaml; did you mean 'coder'?"
+
+
+def check_without_id(f: Path) -> str:
+    _edit(f / TASK, "  - id: AC-1\n    description:", "  - description:")
+    return "checks[0].id: is required"
+
+
+def prompt_over_the_size_limit(f: Path) -> str:
+    big = "x" * (20 * 1024 * 1024)
+    _edit(f / TASK, "prompt: |\n", f"prompt: {big}\nunused: |\n")
+    return "a factory file may have at most"
+
+
+def long_prompt_field(f: Path) -> str:
+    big = "y" * (3 * 1024 * 1024)
+    text = (f / TASK).read_text()
+    start = text.index("prompt: |")
+    end = text.index("tags:")
+    (f / TASK).write_text(text[:start] + f"prompt: {big}\n" + text[end:])
+    return "the limit is 2,097,152 bytes"
+
+
+def prompt_too_long_for_an_argument(f: Path) -> str:
+    (f / "agents/argv.yaml").write_text(
+        "kind: command\ncommand: [python, -c, 'pass', '{prompt}']\n"
+    )
+    _edit(
+        f / DEMO,
+        "  - {id: noop, agent: noop}",
+        "  - {id: noop, agent: noop}\n  - {id: argv, agent: argv}",
+    )
+    text = (f / TASK).read_text()
+    start = text.index("prompt: |")
+    end = text.index("tags:")
+    (f / TASK).write_text(text[:start] + f"prompt: {'z' * 200_000}\n" + text[end:])
+    return "more than one command-line argument may hold"
+
+
 CASES: list[Callable[[Path], str]] = [
     malformed_yaml,
     unknown_key,
@@ -116,6 +171,13 @@ CASES: list[Callable[[Path], str]] = [
     bad_config_id,
     unknown_agent_kind,
     reserved_tag,
+    task_listed_twice,
+    id_with_trailing_newline,
+    suite_agent_missing,
+    check_without_id,
+    prompt_over_the_size_limit,
+    long_prompt_field,
+    prompt_too_long_for_an_argument,
 ]
 
 
@@ -130,7 +192,9 @@ def test_bad_input_is_one_clear_line_exit_2_and_nothing_written(
     assert len(lines) == 1, err
     assert expected in lines[0], lines[0]
     # The line names the file (relative to the factory) that holds the problem.
-    assert any(name in lines[0] for name in ("tasks/", "launches/", "agents/")), lines[0]
+    assert any(name in lines[0] for name in ("tasks/", "launches/", "agents/", "suite.yaml")), (
+        lines[0]
+    )
     warehouse = bench_home / "warehouse"
     assert not warehouse.exists() or not list(warehouse.rglob("*.parquet"))
     # validate reports the same problem the same way.

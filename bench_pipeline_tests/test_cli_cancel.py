@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench_pipeline_tests.conftest import run_bench
+from bench_pipeline_tests.processes import is_alive
 
 pytestmark = pytest.mark.slow
 
@@ -35,18 +36,6 @@ repetitions: 1
 scorers: [checks]
 max_parallel: 2
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # killed but not yet reaped by a parent that is not ours: a zombie is dead
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -83,7 +72,7 @@ def test_cancel_kills_running_agents_and_keeps_finished_trials(factory, bench_ho
             lambda: (fs := sorted(pids_dir.glob("*.pid"))) and len(fs) == 2 and fs, 180, "agents"
         )
         pids = [int(p) for f in files for p in f.read_text().split()]
-        assert len(pids) == 4 and all(alive(p) for p in pids)
+        assert len(pids) == 4 and all(is_alive(p) for p in pids)
         (run_id,) = [p.stem for p in (bench_home / "warehouse" / "manifests").glob("*.json")]
 
         code, out, err = run_bench("cancel", run_id, "--wait", "120", home=bench_home)
@@ -91,7 +80,9 @@ def test_cancel_kills_running_agents_and_keeps_finished_trials(factory, bench_ho
         assert "cancelled 2 trial(s)" in out
         assert "amount-precision/slow/1" in out and "currency-code/slow/1" in out
         assert "kept 2 finished trial(s)" in out
-        wait_for(lambda: not any(alive(p) for p in pids), 20, "the agents' process groups to die")
+        wait_for(
+            lambda: not any(is_alive(p) for p in pids), 60, "the agents' process groups to die"
+        )
         assert proc.wait(timeout=120) == 0
     finally:
         if proc.poll() is None:

@@ -9,9 +9,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from bench_pipeline_tests.conftest import run_bench
+from bench_pipeline_tests.processes import is_alive, wait_until_dead
 
 TAMPER = """
 import pathlib, sys
@@ -88,7 +87,13 @@ def test_an_agent_that_sleeps_forever_is_killed_with_its_child_at_timeout(
 ) -> None:
     pid_file = tmp_path / "child.pid"
     launch = _command_launch(
-        factory, "sleeper", SLEEPER, [str(pid_file)], "timeout_seconds: 2\n", tasks=1
+        # Long enough for a loaded machine to start python twice and write the pid file.
+        factory,
+        "sleeper",
+        SLEEPER,
+        [str(pid_file)],
+        "timeout_seconds: 6\n",
+        tasks=1,
     )
     code, _, err = run_bench("run", str(launch), home=bench_home)
     assert code == 0, err
@@ -96,8 +101,8 @@ def test_an_agent_that_sleeps_forever_is_killed_with_its_child_at_timeout(
     assert trial["outcome"] == "budget_exceeded"
     assert "timeout" in trial["error"]
     child = int(pid_file.read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)
+    # Killed with its group at the timeout; PID 1 may take a while to reap the orphan.
+    assert wait_until_dead(child), f"child {child} of the timed-out agent is still running"
     code, _, _ = run_bench("results", "--fail-on-error", home=bench_home)
     assert code == 1
 
@@ -203,3 +208,19 @@ def test_two_launches_at_once_share_the_global_trial_pool(
         running += 1 if kind == "start" else -1
         peak = max(peak, running)
     assert peak == 2, events
+
+
+def test_a_zombie_counts_as_dead() -> None:
+    """The helpers themselves: a child killed and not yet reaped is a zombie, and dead."""
+    import signal
+
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        assert is_alive(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        # Not reaped yet (we have not waited): the kernel keeps it as a zombie for us.
+        assert wait_until_dead(child.pid)
+        assert Path(f"/proc/{child.pid}").exists()  # still in the table, as a zombie
+    finally:
+        child.wait()
+    assert not is_alive(child.pid)

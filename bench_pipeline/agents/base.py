@@ -93,6 +93,7 @@ class AgentResult:
     answer: str | None = None  # text answer (text and scenario tasks)
     turns: list[dict[str, Any]] = field(default_factory=list)  # per-turn records (scenarios)
     retries: int = 0  # transient API errors retried
+    model: str | None = None  # the model that answered when not the spec's (replay: recorded)
 
 
 class Agent(ABC):
@@ -100,6 +101,9 @@ class Agent(ABC):
     # True for agents that call no model and spend nothing (the offline stand-ins): the
     # estimate caps them at $0 and they need no API key.
     offline: ClassVar[bool] = False
+    # True for the controls that bound the scale (the oracle, the do-nothing agent): shown in
+    # results, never recommended.
+    control: ClassVar[bool] = False
     # False for agents whose answer cannot change with feedback (the offline stand-ins): the
     # trial then ends after one attempt whatever max_iterations says.
     takes_feedback: ClassVar[bool] = True
@@ -113,6 +117,11 @@ class Agent(ABC):
         reports it as the file's error."""
         return None
 
+    def task_problem(self, task: Task) -> tuple[str, str] | None:
+        """(key of the task, problem) when this agent could never be given `task` as
+        configured (e.g. a prompt too long to pass as an argument); refused before the run."""
+        return None
+
     def not_applicable(self, task: Task) -> tuple[str, str] | None:
         """(message, short reason) when this agent cannot run `task` at all; None otherwise.
         Checked before a workspace is made, so nothing is spent on such a trial."""
@@ -123,6 +132,11 @@ class Agent(ABC):
 
     @abstractmethod
     def run(self, request: AgentRequest) -> AgentResult: ...
+
+
+class TaskFault(Exception):
+    """The task, not the agent, is broken (a reference or recorded patch that does not apply
+    to its base): the trial is a task error, an infrastructure outcome never scored."""
 
 
 def register_agent(cls: type[Agent]) -> type[Agent]:

@@ -34,12 +34,13 @@ from bench_pipeline.agents.base import (
 )
 from bench_pipeline.agents.pricing import add_spend, as_cost, as_int, over_budget, priced_usage
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.formats.model import AgentSpec, Prices
+from bench_pipeline.formats.model import AgentSpec, Prices, Task
 from bench_pipeline.workspace.process import run_command
 
 PRESETS = ("claude-code", "codex")
 PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|workspace|usage_file)\}")
 ERROR_TAIL_CHARS = 2000
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1  # Linux MAX_ARG_STRLEN (32 pages) less the final NUL
 
 
 def preset_command(preset: str, model: str | None = None) -> list[str]:
@@ -198,6 +199,22 @@ class CommandAgent(Agent):
         if self.spec.preset:
             return preset_command(self.spec.preset, self.spec.model)
         return []
+
+    def task_problem(self, task: Task) -> tuple[str, str] | None:
+        """A prompt substituted into one argument must fit the kernel's limit for a single
+        argument (MAX_ARG_STRLEN, 128 KiB on Linux); `{prompt_file}` has no such limit."""
+        longest = max(
+            [len(task.prompt.encode("utf-8"))] + [len(t.user.encode("utf-8")) for t in task.turns]
+        )
+        uses_argument = any("{prompt}" in arg for arg in self.argv_template())
+        if uses_argument and longest > MAX_ARGUMENT_BYTES:
+            return (
+                "prompt",
+                f"is {longest:,} bytes, more than one command-line argument may hold "
+                f"({MAX_ARGUMENT_BYTES:,}) for agent '{self.spec.name}', whose command passes "
+                "{prompt}; pass {prompt_file} instead",
+            )
+        return None
 
     def preflight(self, environ: dict[str, str]) -> None:
         source = self.spec.source_file or f"agents/{self.spec.name}.yaml"

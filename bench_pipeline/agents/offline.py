@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from bench_pipeline.agents.base import (
     COMPLETED,
-    ERROR,
     Agent,
     AgentRequest,
     AgentResult,
+    TaskFault,
     Usage,
     register_agent,
 )
@@ -38,6 +38,7 @@ class OfflineAgent(Agent):
 @register_agent
 class ReferenceAgent(OfflineAgent):
     kind = "reference"
+    control = True
 
     def run(self, request: AgentRequest) -> AgentResult:
         task = request.task
@@ -46,12 +47,12 @@ class ReferenceAgent(OfflineAgent):
                 COMPLETED, Usage.free(), answer=task.original.text if task.original else ""
             )
         if not task.reference_patch:
-            return AgentResult(ERROR, Usage.free(), error=f"task {task.id} has no reference patch")
+            raise TaskFault(f"task {task.id} has no reference patch")
         patch = (request.inputs_dir / task.reference_patch).read_text()
         try:
             apply_patch(request.workspace, patch)
         except WorkspaceError as exc:
-            return AgentResult(ERROR, Usage.free(), error=f"reference patch does not apply: {exc}")
+            raise TaskFault(f"reference patch does not apply to the base: {exc}") from None
         request.transcript.write("reference_patch_applied", file=task.reference_patch)
         return AgentResult(COMPLETED, Usage.free())
 
@@ -90,19 +91,23 @@ class ReplayAgent(OfflineAgent):
         request.transcript.write(
             "replay", model=original.model, has_patch=original.patch is not None
         )
+        model = original.model
         if request.workspace is None:
-            return AgentResult(COMPLETED, usage, answer=original.text or "")
+            return AgentResult(COMPLETED, usage, answer=original.text or "", model=model)
         if original.patch:
             try:
                 apply_patch(request.workspace, original.patch)
             except WorkspaceError as exc:
-                return AgentResult(ERROR, usage, error=f"recorded patch does not apply: {exc}")
-        return AgentResult(COMPLETED, usage)
+                raise TaskFault(
+                    f"recorded original patch does not apply to the base: {exc}"
+                ) from None
+        return AgentResult(COMPLETED, usage, model=model)
 
 
 @register_agent
 class NoopAgent(OfflineAgent):
     kind = "noop"
+    control = True
 
     def run(self, request: AgentRequest) -> AgentResult:
         return AgentResult(

@@ -31,11 +31,10 @@ import yaml
 
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.git import GitError, git, is_git_repo, is_url, local_repo, rev_parse
-from bench_pipeline.formats.model import ID_PATTERN
+from bench_pipeline.formats.model import ID_PATTERN, valid_id
 
 CHECK_ID = "commit-tests"
 RUNNER_NAME = "run_tests.py"
-ID_RE = re.compile(ID_PATTERN)
 
 RUNNER = r'''"""Run the tests a commit touched against a workspace (written by `bench tasks from-commit`).
 
@@ -240,7 +239,7 @@ def draft_from_commit(
     task_id: str | None = None,
     agent: str | None = None,
 ) -> Draft:
-    if not ID_RE.match(suite):
+    if not valid_id(suite):
         raise BenchInputError(None, "suite", f"'{suite}' is not a valid suite name ({ID_PATTERN})")
     repo_value = repo if is_url(repo) else str(Path(repo).absolute())
     try:
@@ -278,7 +277,7 @@ def draft_from_commit(
     message = git("log", "-1", "--format=%B", full, cwd=path)
     subject = message.splitlines()[0].strip() if message.strip() else f"commit {full[:12]}"
     tid = task_id or slug(subject) or f"commit-{full[:7]}"
-    if not ID_RE.match(tid):
+    if not valid_id(tid):
         raise BenchInputError(None, "task_id", f"'{tid}' is not a valid task id ({ID_PATTERN})")
 
     root = Path(factory).absolute()

@@ -63,7 +63,7 @@ from typing import Any
 import yaml
 
 from bench_pipeline.formats.errors import BenchInputError, closest
-from bench_pipeline.formats.model import EFFORTS, ID_PATTERN, MAX_CONFIGS
+from bench_pipeline.formats.model import EFFORTS, ID_PATTERN, MAX_CONFIGS, valid_id
 from bench_pipeline.formats.registry import AGENT_KINDS
 
 TOP_KEYS = {
@@ -112,7 +112,6 @@ VARIANT_KEYS = {
     "max_attempts",
     "timeout_seconds",
 } | VARIANT_AGENT_KEYS
-ID_RE = re.compile(ID_PATTERN)
 
 
 class _M:
@@ -146,7 +145,7 @@ class _M:
         v = self.text(key) or default
         if v is None:
             raise self.fail(key, "is required")
-        if not ID_RE.match(v):
+        if not valid_id(v):
             raise self.fail(key, f"'{v}' is not a valid id (pattern {ID_PATTERN})")
         return v
 
@@ -210,7 +209,7 @@ def plan_import(manifest: dict[str, Any], manifest_path: Path, suite: str | None
     if manifest.get("schema_version") != 1:
         raise m.fail("schema_version", f"must be 1 (got {manifest.get('schema_version')!r})")
     name = suite or m.text("name") or manifest_path.stem
-    if not ID_RE.match(name):
+    if not valid_id(name):
         raise m.fail("name", f"suite name '{name}' is not a valid id (pattern {ID_PATTERN})")
     repository = m.text("repository", required=True) or ""
     if "://" in repository or repository.startswith("git@"):

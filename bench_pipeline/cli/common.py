@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,11 @@ class CliError(Exception):
     """A usage problem found by a command (exit 2)."""
 
 
-def paths_of(args: argparse.Namespace):
-    from bench_pipeline.runs.paths import default_home
+def paths_of(args: argparse.Namespace) -> BenchPaths:
+    from bench_pipeline.runs.paths import check_home, default_home
 
     home = Path(args.home).absolute() if args.home else default_home()
+    check_home(home, "--home" if args.home else "BENCH_HOME")
     return BenchPaths.from_home(home, args.warehouse)
 
 
@@ -55,3 +57,30 @@ def records(frame: Any) -> list[dict[str, Any]]:
 
 def load_run_of(paths: BenchPaths, run_id: str) -> BenchmarkRun:
     return load_run(run_id, paths.warehouse)
+
+
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """Refuse, before any work, an output file that could not be written at the end."""
+    out = Path(path).absolute()
+    if out.is_dir():
+        raise CliError(f"{flag}: {path} is a folder; give a file name")
+    parent = out.parent
+    if not parent.is_dir():
+        raise CliError(f"{flag}: folder {parent} does not exist; create it or write elsewhere")
+    probe = parent / f".{out.name}.{os.getpid()}.probe"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise CliError(
+            f"{flag}: cannot write in {parent} ({exc.strerror}); write elsewhere"
+        ) from None
+    return out
+
+
+def write_output_file(path: str | Path, text: str) -> None:
+    """Write a whole file or nothing: a reader never sees half a report."""
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)

@@ -48,7 +48,9 @@ def config_rows(table: pd.DataFrame) -> tuple[list[dict[str, str]], list[str]]:
     rows = []
     for _, r in table.iterrows():
         row = {
-            "config": str(r["config_id"]) + (" (baseline)" if bool(r.get("is_baseline")) else ""),
+            "config": str(r["config_id"])
+            + (" (original)" if bool(r.get("is_baseline")) else "")
+            + (" (control)" if bool(r.get("is_control")) else ""),
             "overall [95% CI]": f"{_num(r.get('overall'))} [{_num(r.get('overall_ci_low'), 2)}, {_num(r.get('overall_ci_high'), 2)}]",
             "pass rate [95% CI]": f"{_num(r.get('pass_rate'))} [{_num(r.get('pass_rate_ci_low'), 2)}, {_num(r.get('pass_rate_ci_high'), 2)}]",
             "avg cost (coverage)": f"{money(r.get('avg_cost_usd'))} ({_num(r.get('cost_coverage'), 2)})",
@@ -100,10 +102,19 @@ def render_recommendations(recs: dict[str, Any]) -> str:
     ):
         pick = recs.get(kind)
         if not pick:
-            lines.append(f"  {label:<15} none qualifies")
+            why = (recs.get("reasons") or {}).get(kind)
+            lines.append(f"  {label:<15} none qualifies" + (f": {why}" if why else ""))
             continue
-        extra = ", ".join(f"{k}={_fmt_value(v)}" for k, v in pick.items() if k != "config_id")
+        extra = ", ".join(
+            "free (known cost $0)"
+            if k == "overall_per_usd" and v is None
+            else f"{k}={_fmt_value(v)}"
+            for k, v in pick.items()
+            if k != "config_id"
+        )
         lines.append(f"  {label:<15} {pick['config_id']}  ({extra})")
+    if recs.get("controls"):
+        lines.append(f"  controls (never recommended): {', '.join(recs['controls'])}")
     if recs.get("comparable") is False:
         lines.append(f"  comparable: false — {recs.get('comparable_note')}")
     if recs.get("overlap"):
@@ -112,6 +123,8 @@ def render_recommendations(recs: dict[str, Any]) -> str:
 
 
 def _fmt_value(v: Any) -> str:
+    if v is None:
+        return "unknown"
     return display.short(v, missing="nan") if isinstance(v, float) else str(v)
 
 

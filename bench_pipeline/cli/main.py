@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 failed trials with --fail-on-error (or tasks failing va
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -105,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`bench results --json | head`): what it wanted it has. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return common.EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.cli import common
+from bench_pipeline.cli.ui import installed_script
 from bench_pipeline.runs.benchmark_run import run_exists
 
 
@@ -18,8 +19,14 @@ def show_results(
     from bench_pipeline.cli.format import render_config_table, render_recommendations
     from bench_pipeline.formats.vocabulary import FAILED_OUTCOMES
     from bench_pipeline.runs.derived import compute_derived, load_derived, result_verdicts
+    from bench_pipeline.runs.status import progress_note
 
     baseline = getattr(args, "baseline", None)
+    if baseline not in (None, "none") and not run_exists(paths.warehouse, baseline):
+        raise common.CliError(
+            f"--baseline: no benchmark run '{baseline}' in {paths.warehouse.root}; "
+            "see `bench results --list`, or give 'none' for no baseline"
+        )
     derived = load_derived(paths.warehouse, run_id) if baseline is None else None
     if derived is None:
         derived = compute_derived(
@@ -28,12 +35,14 @@ def show_results(
             baseline_run_id=None if baseline in (None, "none") else baseline,
             use_pinned_baseline=baseline != "none",
         )
+    running = progress_note(paths.warehouse, run_id, derived.run.launch.trial_count)
+    notes = [running, *derived.notes] if running else list(derived.notes)
     table = derived.tables["config_table"]
     trials = paths.warehouse.read("trials", run_id)
     failed = trials[trials["outcome"].isin(FAILED_OUTCOMES)]
     out_file = getattr(args, "out", None)
     payload = {
-        "run": derived.meta(),
+        "run": {**derived.meta(), **({"progress": running} if running else {})},
         "config_table": common.records(table),
         "recommendations": derived.recommendations,
         "checks": [v.as_dict() for v in result_verdicts(paths.warehouse, derived)],
@@ -42,7 +51,7 @@ def show_results(
         payload["by_tag"] = common.records(derived.tables["config_table_by_tag"])
         payload["recommendations_by_tag"] = common.records(derived.tables["recommendations_by_tag"])
     if out_file:
-        Path(out_file).write_text(json.dumps(payload, indent=2, default=str))
+        common.write_output_file(out_file, json.dumps(payload, indent=2, default=str))
     if getattr(args, "json", False):
         common.print_json(payload)
     else:
@@ -50,7 +59,7 @@ def show_results(
         print(
             f"\nRun {run_id}  suite {meta['suite']}  task set {meta['task_set_revision']}  baseline {meta['baseline_run']}"
         )
-        for note in derived.notes:
+        for note in notes:
             print(f"note: {note}")
         print()
         print(render_config_table(table))
@@ -61,7 +70,9 @@ def show_results(
             for tag, part in derived.tables["config_table_by_tag"].groupby("tag", sort=True):
                 print(f"\nTag {tag}:")
                 print(render_config_table(part))
-        print(f"\nQuery it: duckdb {paths.warehouse.duckdb_path}")
+        print(
+            f"\nQuery it: {shown_path(installed_script('duckdb'))} {shown_path(paths.warehouse.duckdb_path)}"
+        )
     if fail_on_error and len(failed):
         print(f"{len(failed)} trial(s) failed (agent error, timeout or budget)", file=sys.stderr)
         return common.EXIT_FAILED
@@ -95,6 +106,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     paths = common.paths_of(args)
     run_id = common.run_id_of(args, paths)
+    out = common.check_output_file(args.out or f"{run_id}-report.html", "--out")
     d = compute_derived(paths.warehouse, run_id)
     html = render_report_html(
         d.meta(),
@@ -106,9 +118,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         by_tag=d.tables["config_table_by_tag"],
         comparison=d.tables["paired_comparison"],
     )
-    out = Path(args.out or f"{run_id}-report.html")
-    out.write_text(html, encoding="utf-8")
-    print(out)
+    common.write_output_file(out, html)
+    print(shown_path(out))
     return common.EXIT_OK
 
 
@@ -183,3 +194,12 @@ def register(add: common.AddCommand) -> None:
     )
     c.add_argument("--candidate", help="only this config")
     c.add_argument("--json", action="store_true")
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as the user would type it: relative to the current folder when inside it."""
+    path = Path(path)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -16,15 +16,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from bench_pipeline.formats.factory import load_factory
     from bench_pipeline.formats.taskset import freeze
-    from bench_pipeline.trials.reference import validate_reference
+    from bench_pipeline.runs.start import check_tasks_fit_agents
+    from bench_pipeline.trials.reference import reference_apply_problem, validate_reference
 
+    common.paths_of(args)  # a run would fail on a state folder it cannot write: say so now
     factory = load_factory(Path(args.path))
     for launch_name, launch in factory.launches.items():
+        check_tasks_fit_agents(launch)
         print(
-            f"ok  launch {launch_name}: {launch.trial_count} trials ({len(launch.tasks)} tasks x {len(launch.configs)} configs x {launch.repetitions} reps)"
+            f"ok  launch {launch_name}: {launch.trial_count} trials ({len(launch.tasks)} tasks x "
+            f"{len(launch.configs) + launch.adds_original_config} configs x {launch.repetitions} reps)"
         )
+    broken = 0
     for suite, tasks in factory.suites:
-        print(f"ok  suite {suite.name}: {len(tasks)} tasks")
+        problems = [(t.id, reference_apply_problem(t, suite.directory)) for t in tasks]
+        problems = [(tid, why) for tid, why in problems if why]
+        for tid, why in problems:
+            print(f"FAIL  {suite.name}/{tid}: {why}")
+        broken += len(problems)
+        if not problems:
+            print(f"ok  suite {suite.name}: {len(tasks)} tasks")
+    if broken:
+        print(f"{broken} task(s) have a reference that does not apply", file=sys.stderr)
+        return common.EXIT_FAILED
     if not args.reference:
         return common.EXIT_OK
     failed = 0
@@ -53,6 +67,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "parallel": args.parallel,
         "timeout": args.timeout,
     }
+
+
+def non_negative_usd(text: str) -> float:
+    """An amount of dollars for --max-cost: a number >= 0 (argparse shows the error, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of dollars") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a cost: give 0 or more dollars")
+    return value
 
 
 def narrowing(sp: argparse.ArgumentParser) -> None:
@@ -93,6 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench_pipeline.runs.status import mark_finished, mark_running
 
     paths = common.paths_of(args)
+    if args.out:
+        common.check_output_file(args.out, "--out")
     if args.resume:
         if not run_exists(paths.warehouse, args.resume):
             raise common.CliError(
@@ -193,7 +220,9 @@ def register(add: common.AddCommand) -> None:
     r.add_argument("--out", help="also write the results as JSON to this file")
     r.add_argument("--fail-on-error", action="store_true", help="exit 1 when any trial failed")
     r.add_argument(
-        "--max-cost", type=float, help="refuse a launch whose cost cap exceeds this (USD)"
+        "--max-cost",
+        type=non_negative_usd,
+        help="refuse a launch whose cost cap exceeds this (USD)",
     )
     r.add_argument("--yes", action="store_true", help="run even above --max-cost")
     r.add_argument("--quiet", action="store_true", help="no progress lines")

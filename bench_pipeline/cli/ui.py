@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import sys
 from pathlib import Path
 
 from bench_pipeline.cli import common
@@ -11,14 +13,13 @@ from bench_pipeline.cli import common
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """Start `dagster dev` on this project's definitions and instance."""
-
     from bench_pipeline.defs.launcher import ensure_dagster_home
 
     paths = common.paths_of(args)
     ensure_dagster_home(paths)
     os.environ.setdefault("BENCH_HOME", str(paths.home))
     argv = [
-        "dagster",
+        installed_script("dagster"),
         "dev",
         "-w",
         str(Path(__file__).resolve().parents[2] / "workspace.yaml"),
@@ -27,6 +28,21 @@ def cmd_ui(args: argparse.Namespace) -> int:
     ]
     os.execvp(argv[0], argv)
     return common.EXIT_OK  # pragma: no cover - exec does not return
+
+
+def installed_script(name: str) -> str:
+    """A console script of this installation: beside the running interpreter (a venv's bin/,
+    which need not be on PATH), else on PATH."""
+    beside = Path(sys.executable).with_name(name)
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise common.CliError(
+            f"`{name}` is not installed next to {sys.executable} nor on PATH; "
+            "reinstall with `make install` (or `pip install -e .`)"
+        )
+    return found
 
 
 def register(add: common.AddCommand) -> None:

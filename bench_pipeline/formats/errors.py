@@ -13,9 +13,10 @@ class BenchInputError(Exception):
     def __init__(self, file: str | Path | None, key: str | None, problem: str):
         self.file = str(file) if file is not None else None
         self.key = key
-        self.problem = problem
+        # One line, always: a value quoted in the message may itself hold a line break.
+        self.problem = problem.replace("\r", "\\r").replace("\n", "\\n")
         where = ": ".join(p for p in (self.file, key) if p)
-        super().__init__(f"{where}: {problem}" if where else problem)
+        super().__init__(f"{where}: {self.problem}" if where else self.problem)
 
 
 def closest(word: str, options: Iterable[str]) -> str:

@@ -24,6 +24,33 @@ class LoadedFactory:
     launches: dict[str, Launch] = field(default_factory=dict)
 
 
+def is_factory(path: Path) -> bool:
+    return (path / "agents").is_dir() and (path / "benchmarks").is_dir()
+
+
+def factories_below(path: Path, depth: int = 3) -> list[Path]:
+    """Factories up to `depth` folders below `path` (relative to it), nearest first; hidden
+    folders and virtual environments are not searched."""
+    found: list[Path] = []
+    level = [path]
+    for _ in range(depth):
+        nxt = []
+        for folder in level:
+            try:
+                children = sorted(c for c in folder.iterdir() if c.is_dir())
+            except OSError:
+                continue
+            for child in children:
+                if child.name.startswith((".", "__")) or child.name in ("node_modules", "venv"):
+                    continue
+                if is_factory(child):
+                    found.append(child.relative_to(path))
+                else:
+                    nxt.append(child)
+        level = nxt
+    return found
+
+
 def load_factory(path: Path) -> LoadedFactory:
     """Everything a factory holds, validated; a launch file validates that launch and its suite."""
     path = path.absolute()
@@ -33,11 +60,16 @@ def load_factory(path: Path) -> LoadedFactory:
         out.launches[path.stem] = launch
         out.suites.append((launch.suite, list(launch.tasks)))
         return out
-    if not (path / "agents").is_dir() or not (path / "benchmarks").is_dir():
+    if not is_factory(path):
+        found = factories_below(path)
+        hint = (
+            f"pass one, e.g. `bench validate {found[0]}`"
+            + (f" (also: {', '.join(map(str, found[1:]))})" if found[1:] else "")
+            if found
+            else "pass a factory folder or a launch file"
+        )
         raise BenchInputError(
-            str(path),
-            None,
-            "not a factory: expected agents/ and benchmarks/ folders (or give a launch file)",
+            str(path), None, f"not a factory: expected agents/ and benchmarks/ folders; {hint}"
         )
     view = FactoryView(path)
     load_prices(view)

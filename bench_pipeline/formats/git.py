@@ -35,7 +35,10 @@ GIT_ENV = {
 
 
 def run_git(
-    args: list[str], cwd: Path | str | None = None, input_bytes: bytes | None = None
+    args: list[str],
+    cwd: Path | str | None = None,
+    input_bytes: bytes | None = None,
+    env: dict[str, str] | None = None,
 ) -> bytes:
     """`git args...` in `cwd`; its stdout as bytes, or GitError with git's own message."""
     proc = subprocess.run(
@@ -43,7 +46,7 @@ def run_git(
         cwd=str(cwd) if cwd else None,
         input=input_bytes,
         capture_output=True,
-        env={**os.environ, **GIT_ENV},
+        env={**os.environ, **GIT_ENV, **(env or {})},
     )
     if proc.returncode != 0:
         message = (proc.stderr or proc.stdout).decode(errors="replace").strip()

@@ -40,6 +40,7 @@ from bench_pipeline.formats.model import (
     Task,
     Tolerance,
     Turn,
+    valid_id,
 )
 from bench_pipeline.formats.refs import FactoryView, GitFactoryView, resolve_commit
 from bench_pipeline.formats.registry import AGENT_KINDS, SCORER_KINDS
@@ -144,10 +145,17 @@ CRITERION_KEYS = {"id", "weight", "prompt"}
 CI_KEYS = {"remote", "repo", "api_url", "token_env", "timeout_seconds", "default_branch"}
 PRICE_KEYS = {"input", "output", "cache_read", "cache_write"}
 MAX_CHECK_TIMEOUT = 600
-ID_RE = re.compile(ID_PATTERN)
 
 
 # --------------------------------------------------------------------------- reading
+
+# Size limits, so a runaway file cannot fill the manifest, every evidence folder and every
+# prompt (README "The factory"): any text field 64 KiB, long texts (prompt, a turn's user
+# message, a recorded original answer) 2 MiB, one YAML file 8 MiB.
+TEXT_LIMIT_BYTES = 64 * 1024
+LONG_TEXT_LIMIT_BYTES = 2 * 1024 * 1024
+YAML_FILE_LIMIT_BYTES = 8 * 1024 * 1024
+LONG_TEXT_FIELDS = frozenset({"prompt", "user", "text"})
 
 
 def read_yaml(path: Path, factory: FactoryView | None = None) -> dict[str, Any]:
@@ -159,6 +167,12 @@ def read_yaml(path: Path, factory: FactoryView | None = None) -> dict[str, Any]:
         raise BenchInputError(shown, None, "file not found") from None
     except OSError as exc:
         raise BenchInputError(shown, None, f"cannot read: {exc.strerror}") from None
+    if len(raw) > YAML_FILE_LIMIT_BYTES:
+        raise BenchInputError(
+            shown,
+            None,
+            f"is {len(raw):,} bytes; a factory file may have at most {YAML_FILE_LIMIT_BYTES:,}",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -215,7 +229,12 @@ class _Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise self.fail(name, f"expected text, got {_kind(value)}")
-        return str(value)
+        text = str(value)
+        limit = LONG_TEXT_LIMIT_BYTES if name in LONG_TEXT_FIELDS else TEXT_LIMIT_BYTES
+        size = len(text.encode("utf-8"))
+        if size > limit:
+            raise self.fail(name, f"is {size:,} bytes; the limit is {limit:,} bytes: shorten it")
+        return text
 
     def choice(self, name: str, options: tuple[str, ...], default: str | None = None) -> str | None:
         value = self.str(name, default)
@@ -308,10 +327,10 @@ class _Fields:
 
 
 def _check_id(f: _Fields, name: str, value: str) -> str:
-    if not ID_RE.match(value):
+    if not valid_id(value):
         raise f.fail(
             name,
-            f"'{value}' is not a valid id; use letters, digits, '_', '.', '-' "
+            f"{value!r} is not a valid id; use letters, digits, '_', '.', '-' "
             f"(pattern {ID_PATTERN})",
         )
     return value
@@ -423,6 +442,10 @@ def load_suite(factory: FactoryView, name: str) -> Suite:
     shown = factory.display(path)
     f = _Fields(shown, data, SUITE_KEYS)
     agent = f.str("agent", required=True)
+    if agent and agent not in factory.agent_names():
+        raise f.fail(
+            "agent", f"no agent file agents/{agent}.yaml; {closest(agent, factory.agent_names())}"
+        )
     defaults = f.mapping("defaults")
     for key in defaults:
         if key not in LIMIT_KEYS:
@@ -560,7 +583,9 @@ def _checks(factory: FactoryView, suite: Suite, f: _Fields) -> tuple[Check, ...]
     ids: set[str] = set()
     for i, raw in enumerate(f.items("checks")):
         c = f.nested(f"checks[{i}]", raw, CHECK_KEYS, "a mapping {id, description, command, files}")
-        check_id = _check_id(c, "id", c.str("id", f"check-{i + 1}") or "")
+        # Required: results, findings, rescores and the CI gate refer to a check by its id, and
+        # a position-based default would silently rename checks when one is inserted.
+        check_id = _check_id(c, "id", c.str("id", required=True) or "")
         if check_id in ids:
             raise c.fail("id", f"duplicate check id '{check_id}'")
         ids.add(check_id)
@@ -661,7 +686,7 @@ def scorer_spec_problem(spec: str) -> str | None:
 def _validate_scorer(factory: FactoryView, file: str, key: str, spec: str) -> None:
     kind, _, arg = spec.partition(":")
     if kind == "workflow":
-        if not arg or not ID_RE.match(arg):
+        if not arg or not valid_id(arg):
             raise BenchInputError(file, key, f"'{spec}' needs an id: workflow:<id>")
         py, yml = factory.root / "scorers" / f"{arg}.py", factory.root / "scorers" / f"{arg}.yaml"
         if not (factory.exists(py) or factory.exists(yml)):
@@ -753,9 +778,13 @@ def _filter_tasks(f: _Fields, tasks: list[Task]) -> list[Task]:
     wanted = f.str_list("tasks")
     tags = set(f.str_list("tags"))
     by_id = {t.id: t for t in tasks}
+    seen: set[str] = set()
     for i, tid in enumerate(wanted):
         if tid not in by_id:
             raise f.fail(f"tasks[{i}]", f"no task '{tid}' in the suite; {closest(tid, by_id)}")
+        if tid in seen:
+            raise f.fail(f"tasks[{i}]", f"'{tid}' is listed twice; list each task once")
+        seen.add(tid)
     selected = [by_id[t] for t in wanted] if wanted else tasks
     if tags:
         selected = [t for t in selected if tags & (set(t.tags) or {UNTAGGED})]

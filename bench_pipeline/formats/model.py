@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,13 @@ ASSERT_TYPES = (
 )
 MAX_TRIALS, MAX_TASKS, MAX_CONFIGS, MAX_REPETITIONS = 500, 100, 8, 10
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_ID = re.compile(ID_PATTERN)
+
+
+def valid_id(value: object) -> bool:
+    """An id of a task, config, check, criterion or suite: the whole text must match (a
+    trailing newline, which `$` alone lets through, is refused)."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def content_hash(value: Any, length: int = 16) -> str:
@@ -223,8 +231,15 @@ class Launch:
     source_file: str = ""
 
     @property
+    def adds_original_config(self) -> bool:
+        """`include_baseline` adds the recorded originals (a replay config) unless one is there."""
+        return self.include_baseline and not any(c.agent.kind == "replay" for c in self.configs)
+
+    @property
     def trial_count(self) -> int:
-        return len(self.tasks) * len(self.configs) * self.repetitions
+        """Trials the launch runs, the recorded originals' config included."""
+        configs = len(self.configs) + (1 if self.adds_original_config else 0)
+        return len(self.tasks) * configs * self.repetitions
 
 
 @dataclass(frozen=True)

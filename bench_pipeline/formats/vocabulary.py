@@ -14,8 +14,9 @@ OUTCOME_INVALIDATED = "invalidated"  # a grader file or reference changed during
 OUTCOME_WORKSPACE_ERROR = "workspace_error"
 OUTCOME_CANCELLED = "cancelled"
 OUTCOME_NOT_APPLICABLE = "not_applicable"
+OUTCOME_TASK_ERROR = "task_error"  # the task itself is broken, e.g. its reference does not apply
 FAILED_OUTCOMES = frozenset({OUTCOME_AGENT_ERROR, OUTCOME_BUDGET})
-INFRA_OUTCOMES = frozenset({OUTCOME_INVALIDATED, OUTCOME_WORKSPACE_ERROR})
+INFRA_OUTCOMES = frozenset({OUTCOME_INVALIDATED, OUTCOME_WORKSPACE_ERROR, OUTCOME_TASK_ERROR})
 
 # Score statuses. Only `scored` rows carry a value and count in means; the others keep a reason
 # and show up in `scored/of`.

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from bench_pipeline.formats.loader import load_launch, load_prices, load_suite
-from bench_pipeline.formats.model import ID_PATTERN, Suite
+from bench_pipeline.formats.model import Suite, valid_id
 from bench_pipeline.formats.refs import FactoryView
 from bench_pipeline.runs.benchmark_run import (
     BenchmarkRun,
@@ -81,7 +81,7 @@ def nightly_suites(factory: Path) -> list[Suite]:
 
 def nightly_config_id(suite: Suite) -> str:
     cid = re.sub(r"[^A-Za-z0-9_.-]", "-", suite.agent).lstrip("-_.") or "default"
-    return cid if re.match(ID_PATTERN, cid) else "default"
+    return cid if valid_id(cid) else "default"
 
 
 def nightly_launch(suite: Suite) -> dict[str, Any]:

@@ -19,7 +19,8 @@
 - `avg_cost_usd` (mean over trials with known cost: null cost is unknown, never 0),
   `total_cost_usd` (sum of known costs), `cost_known_trials`, `cost_coverage` (known / trials),
   `cost_unknown` (text "reason: count; ..." of unknown-cost trials, null when coverage is 1);
-- `avg_duration_seconds`, `avg_iterations`, `scorer_cost_usd` (total scorer/judge spend on the
+- `avg_duration_seconds`, `avg_iterations` (over trials whose agent ran at least one attempt:
+  a replay of a task without a recorded original ran none), `scorer_cost_usd` (total scorer/judge spend on the
   config's latest scores: kept apart, never part of the config's cost);
 - `scored_share` (sum of scored / sum of of over the individual scorers);
 - per scorer and per multi-criteria group, in display order: `score_<name>` (mean of scored
@@ -141,12 +142,16 @@ def cell_stats(
     for name, col in (
         ("pass", "passed"),
         ("cost", "cost_usd"),
-        ("dur", "duration_seconds"),
-        ("iter", "iterations"),
         ("scost", "scorer_cost_usd"),
         ("overall", "overall"),
     ):
         out[f"{name}_sum"], out[f"{name}_n"] = total(floats(col))
+    # Time and attempts describe trials whose agent ran: a replay of a task with no recorded
+    # original (not_applicable) or a workspace that could not be made ran no attempt.
+    iterations = floats("iterations")
+    ran = np.nan_to_num(iterations, nan=1.0) >= 1
+    for name, col in (("dur", "duration_seconds"), ("iter", "iterations")):
+        out[f"{name}_sum"], out[f"{name}_n"] = total(np.where(ran, floats(col), np.nan))
     baseline = (
         pt["is_baseline"].to_numpy(dtype=float, na_value=0.0)
         if "is_baseline" in pt

@@ -168,7 +168,7 @@ def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None)
             zorder=3,
         )
         ax.annotate(
-            row["config_id"] + (" (baseline)" if is_base else ""),
+            row["config_id"] + (" (original)" if is_base else ""),
             (row[x], row[y]),
             textcoords="offset points",
             xytext=(6, 5),

@@ -4,10 +4,13 @@
 - `best_quality`: {config_id, overall, avg_cost_usd} — highest overall (ties: lower known
   cost, then config_id);
 - `most_efficient`: {config_id, overall_per_usd, overall, avg_cost_usd} — highest overall per
-  dollar among configs with full cost coverage and avg cost > 0;
+  dollar among configs with full cost coverage and overall > 0; a known cost of $0 with a
+  score above 0 wins outright (`overall_per_usd` None: free);
 - `lowest_cost`: {config_id, avg_cost_usd, overall} — lowest avg cost among configs with full
   cost coverage (ties: higher overall);
-  each is None when no config qualifies;
+  each is None when no config qualifies, and `reasons[kind]` then says why;
+- controls (`is_control` in the table: the oracle and the do-nothing agent) are never picked;
+  `controls` lists them;
 - `comparable`: False when configs have different shares of trials scored (scored/of differs
   for some scorer); `comparable_note` names the scorers and shares;
 - `overlap`: True when the 95 % overall CIs of the two best configs overlap; `overlap_note`;
@@ -62,11 +65,22 @@ def _comparability(table: pd.DataFrame) -> tuple[bool, str | None]:
 
 
 def recommend(table: pd.DataFrame) -> dict:
-    """Best quality, most efficient and lowest cost config with comparability caveats."""
-    rows = table.loc[table["overall"].notna()].copy()
+    """Best quality, most efficient and lowest cost config with comparability caveats.
+
+    Controls (`is_control`: the oracle and the do-nothing agent) bound the scale but are never
+    recommended; a pick that no configuration qualifies for says why in `reasons`."""
+    controls = (
+        table["is_control"].fillna(False).astype(bool)
+        if "is_control" in table
+        else pd.Series(False, index=table.index)
+    )
+    candidates = table.loc[~controls]
+    rows = candidates.loc[candidates["overall"].notna()].copy()
     full = rows["cost_coverage"].fillna(0) >= 1 - EPS
     cost_known = full & rows["avg_cost_usd"].notna()
     result: dict = dict.fromkeys(KINDS)
+    reasons: dict[str, str] = {}
+    rank = rows.iloc[:0]
     if len(rows):
         rank = rows.assign(_cost=rows["avg_cost_usd"].where(cost_known, np.inf)).sort_values(
             ["overall", "_cost", "config_id"], ascending=[False, True, True]
@@ -77,17 +91,25 @@ def recommend(table: pd.DataFrame) -> dict:
             "overall": nan_to_none(best["overall"]),
             "avg_cost_usd": nan_to_none(best["avg_cost_usd"]) if cost_known[best.name] else None,
         }
-    eff = rows.loc[cost_known & (rows["avg_cost_usd"] > 0)].copy()
+    eff = rows.loc[cost_known & (rows["overall"] > 0)].copy()
     if len(eff):
-        eff["_ratio"] = eff["overall"] / eff["avg_cost_usd"]
-        top = eff.sort_values(["_ratio", "config_id"], ascending=[False, True]).iloc[0]
+        free = eff.loc[eff["avg_cost_usd"] <= EPS]
+        if len(free):  # a known cost of $0 with a score above 0 beats every ratio
+            top = free.sort_values(["overall", "config_id"], ascending=[False, True]).iloc[0]
+            ratio = None
+        else:
+            eff["_ratio"] = eff["overall"] / eff["avg_cost_usd"]
+            top = eff.sort_values(["_ratio", "config_id"], ascending=[False, True]).iloc[0]
+            ratio = float(top["_ratio"])
         result["most_efficient"] = {
             "config_id": top["config_id"],
-            "overall_per_usd": float(top["_ratio"]),
+            "overall_per_usd": ratio,  # None: free (known cost $0)
             "overall": float(top["overall"]),
             "avg_cost_usd": float(top["avg_cost_usd"]),
         }
-    cheap = table.loc[(table["cost_coverage"].fillna(0) >= 1 - EPS) & table["avg_cost_usd"].notna()]
+    cheap = candidates.loc[
+        (candidates["cost_coverage"].fillna(0) >= 1 - EPS) & candidates["avg_cost_usd"].notna()
+    ]
     if len(cheap):
         cheap = cheap.assign(_o=cheap["overall"].fillna(-np.inf))
         top = cheap.sort_values(
@@ -98,9 +120,14 @@ def recommend(table: pd.DataFrame) -> dict:
             "avg_cost_usd": float(top["avg_cost_usd"]),
             "overall": nan_to_none(top["overall"]),
         }
+    for kind in KINDS:
+        if result[kind] is None:
+            reasons[kind] = _why_none(kind, table, controls, rows, cost_known)
+    result["reasons"] = reasons
+    result["controls"] = sorted(table.loc[controls, "config_id"].astype(str))
     result["comparable"], result["comparable_note"] = _comparability(table)
     result["overlap"], result["overlap_note"] = False, None
-    if len(rows) >= 2:
+    if len(rank) >= 2:
         first, second = rank.iloc[0], rank.iloc[1]
         lows = (first["overall_ci_low"], second["overall_ci_low"])
         highs = (first["overall_ci_high"], second["overall_ci_high"])
@@ -119,6 +146,26 @@ def recommend(table: pd.DataFrame) -> dict:
         table.loc[table["cost_coverage"].fillna(0) < 1 - EPS, "config_id"].astype(str)
     )
     return result
+
+
+def _why_none(
+    kind: str, table: pd.DataFrame, controls: pd.Series, rows: pd.DataFrame, cost_known: pd.Series
+) -> str:
+    """Why no configuration qualifies for `kind`, in words a user can act on."""
+    if table.empty:
+        return "no configuration in the table"
+    if bool(controls.all()):
+        return f"every configuration is a control ({', '.join(map(str, table['config_id']))}); controls are never recommended"
+    if rows.empty:
+        return "no candidate configuration has a score yet"
+    if kind == "best_quality":
+        return "no candidate configuration has a score yet"
+    unknown = sorted(rows.loc[~cost_known, "config_id"].astype(str))
+    if kind == "lowest_cost" or not bool(cost_known.any()):
+        return f"no candidate has a fully known cost (unknown for {', '.join(unknown)})"
+    return "no candidate with a fully known cost scored above 0" + (
+        f" (cost unknown for {', '.join(unknown)})" if unknown else ""
+    )
 
 
 _METRIC = {

@@ -24,7 +24,7 @@ from bench_pipeline.trials.runner import TrialSpec
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 
-BASELINE_CONFIG_ID = "baseline"
+BASELINE_CONFIG_ID = "original"  # the recorded originals; "baseline" is the pinned run
 
 
 @dataclass(frozen=True)
@@ -99,15 +99,22 @@ def new_run_id(suite: str, now: datetime | None = None) -> str:
     return f"{suite}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
 
 
-def freeze_run(launch: Launch, prices: Prices, launch_path: str | Path) -> BenchmarkRun:
-    """Freeze a validated launch into a new benchmark run (not yet stored)."""
-    if launch.include_baseline and not any(c.agent.kind == "replay" for c in launch.configs):
+def with_original_config(launch: Launch) -> Launch:
+    """The launch as it runs: `include_baseline: true` adds the recorded originals (a replay
+    config) unless the launch already has one. The estimate and the run both count this."""
+    if launch.adds_original_config:
         replay = Config(
             id=BASELINE_CONFIG_ID,
             agent=AgentSpec(name="replay", kind="replay", timeout_seconds=600),
             max_parallel=launch.max_parallel,
         )
         launch = replace(launch, configs=(*launch.configs, replay))
+    return launch
+
+
+def freeze_run(launch: Launch, prices: Prices, launch_path: str | Path) -> BenchmarkRun:
+    """Freeze a validated launch into a new benchmark run (not yet stored)."""
+    launch = with_original_config(launch)
     taskset = freeze(launch.suite.name, launch.suite.directory, launch.tasks)
     now = datetime.now(UTC)
     return BenchmarkRun(

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from bench_pipeline import results as R
-from bench_pipeline.formats.registry import uses_judge
+from bench_pipeline.formats.registry import AGENT_KINDS, uses_judge
 from bench_pipeline.results import verdicts
 from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
 from bench_pipeline.results.scores import latest_trials
@@ -151,11 +151,11 @@ def compute_derived(
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
     table = R.config_table(trials, scores, baseline_table, per_trial=per_trial)
-    table = _annotate_judge(table, run, scorers, judge)
+    table = _annotate_controls(_annotate_judge(table, run, scorers, judge), run)
     grid = R.task_config_grid(trials, scores, per_trial=per_trial)
     recs = R.recommend(table)
     frontier = R.pareto_frontier(table)
-    by_tag = R.config_table_by_tag(trials, scores, per_trial=per_trial)
+    by_tag = _annotate_controls(R.config_table_by_tag(trials, scores, per_trial=per_trial), run)
     comparison = R.compare_all(trials, scores, per_trial=per_trial)
     if baseline_table is not None and base_id:
         regressions = R.detect_regressions(
@@ -242,6 +242,16 @@ def _annotate_judge(
     table["judge_grades_itself"] = [
         bool(uses_judge(scorers) and judge is not None and models.get(cid) == judge.model)
         for cid in table["config_id"]
+    ]
+    return table
+
+
+def _annotate_controls(table: pd.DataFrame, run: BenchmarkRun) -> pd.DataFrame:
+    """`is_control`: configs whose agent kind is a control (the oracle, the do-nothing agent)."""
+    kinds = {c.id: c.agent.kind for c in run.launch.configs}
+    table = table.copy()
+    table["is_control"] = [
+        bool(AGENT_KINDS.trait(kinds.get(str(cid), ""), "control")) for cid in table["config_id"]
     ]
     return table
 

@@ -8,12 +8,14 @@ import pandas as pd
 
 from bench_pipeline.formats.model import Launch, Prices
 from bench_pipeline.formats.registry import AGENT_KINDS
+from bench_pipeline.runs.benchmark_run import with_original_config
 from bench_pipeline.warehouse.store import Warehouse
 
 
 def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dict[str, Any]:
     """Per config: trials, cap (budget x trials; None when a config has no budget) and a
     forecast (mean known cost per task of past trials with the same model, per task)."""
+    launch = with_original_config(launch)
     past = warehouse.read("trials")
     if not past.empty:
         past = past[(past["suite"] == launch.suite.name) & past["cost_usd"].notna()]

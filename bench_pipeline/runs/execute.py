@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,6 +19,7 @@ from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.trials.runner import TrialContext, TrialSpec, run_trials
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.workspace.snapshot import freeze_inputs
 
 
 def execute_partition(
@@ -49,7 +51,7 @@ def execute_partition(
     ctx = TrialContext(
         run_id=run.run_id,
         suite=run.suite,
-        suite_dir=run.launch.suite.directory,
+        suite_dir=frozen_inputs(run, paths),
         taskset=run.taskset,
         prices=run.prices,
         evidence_root=paths.evidence_root(run.run_id),
@@ -70,6 +72,14 @@ def execute_partition(
     process.pid_registry = paths.pid_registry(run.run_id)
     run_trials(ctx, todo, config.max_parallel)
     return warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
+
+
+def frozen_inputs(run: BenchmarkRun, paths: BenchPaths) -> Path:
+    """The run's input store, filled from the factory the first time (idempotent): trials
+    snapshot from here, so editing a grader during a run changes nothing already frozen."""
+    store = paths.inputs_root(run.run_id)
+    freeze_inputs(run.launch.suite.directory, run.taskset.input_hashes, store)
+    return store
 
 
 def finished_trials(

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.warehouse.store import Warehouse
 
 
@@ -32,6 +33,10 @@ class BenchPaths:
     def work_root(self) -> Path:
         return self.home / "work"
 
+    def inputs_root(self, run_id: str) -> Path:
+        """The run's grader files and references as frozen (every trial copies from here)."""
+        return self.home / "inputs" / run_id
+
     def cancel_flag(self, run_id: str) -> Path:
         return self.home / "cancel" / run_id
 
@@ -42,3 +47,23 @@ class BenchPaths:
 
 def default_home() -> Path:
     return Path(os.environ.get("BENCH_HOME") or Path.cwd() / ".bench").absolute()
+
+
+def check_home(home: Path, source: str) -> None:
+    """Refuse, before anything runs, a state folder that is a file or cannot be written.
+    `source` names where the path came from (BENCH_HOME, --home) for the one-line error."""
+    if home.exists() and not home.is_dir():
+        raise BenchInputError(
+            str(home), source, "is a file, not a folder; point it at a folder bench may write"
+        )
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe = home / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise BenchInputError(
+            str(home),
+            source,
+            f"cannot write there ({exc.strerror}); point it at a folder bench may write",
+        ) from None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.agents import make_agent
+from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.loader import load_launch, load_prices
 from bench_pipeline.formats.model import Launch
 from bench_pipeline.formats.refs import FactoryView
@@ -15,6 +16,7 @@ from bench_pipeline.runs.benchmark_run import BenchmarkRun, freeze_run, load_run
 from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.runs.score import preflight_scorers
 from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.workspace.snapshot import freeze_inputs
 
 
 def load_and_check(
@@ -26,7 +28,19 @@ def load_and_check(
     env = dict(environ if environ is not None else os.environ)
     for config in launch.configs:
         make_agent(config.agent).preflight(env)
+    check_tasks_fit_agents(launch)
     return launch, prices
+
+
+def check_tasks_fit_agents(launch: Launch) -> None:
+    """Refuse a task that one of the launch's agents could never be given as configured."""
+    for config in launch.configs:
+        agent = make_agent(config.agent)
+        for task in launch.tasks:
+            problem = agent.task_problem(task)
+            if problem is not None:
+                key, why = problem
+                raise BenchInputError(task.source_file or task.id, key, why)
 
 
 def start_run(
@@ -42,6 +56,10 @@ def start_run(
     run = freeze_run(launch, prices, launch_path)
     preflight_scorers(run, run.launch.scorers, dict(environ if environ is not None else os.environ))
     save_run(run, paths.warehouse)
+    # Freeze the grader files and references now, while they match the task set's hashes.
+    freeze_inputs(
+        run.launch.suite.directory, run.taskset.input_hashes, paths.inputs_root(run.run_id)
+    )
     return run
 
 

@@ -48,6 +48,16 @@ def status_of(warehouse: Warehouse, run_id: str) -> dict[str, Any] | None:
     )
 
 
+def progress_note(warehouse: Warehouse, run_id: str, trial_count: int) -> str | None:
+    """While a run is still going its numbers are partial: say how far it is."""
+    status = status_of(warehouse, run_id) or {}
+    if status.get("status") != RUNNING:
+        return None
+    trials = warehouse.read("trials", run_id)
+    finished = trials["trial_id"].nunique() if not trials.empty else 0
+    return f"running: {finished} of {trial_count} trials finished (the numbers are partial)"
+
+
 def run_statuses(warehouse: Warehouse) -> dict[str, str]:
     folder = warehouse.root / layout.RUN_STATUS
     out = {}

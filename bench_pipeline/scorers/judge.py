@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.loader import custom_criterion_problem
-from bench_pipeline.formats.model import ID_PATTERN, Judge, JudgeCriterion, Prices
+from bench_pipeline.formats.model import ID_PATTERN, Judge, JudgeCriterion, Prices, valid_id
 from bench_pipeline.lazy import anthropic
 from bench_pipeline.scorers.base import (
     SCORE_ERROR,
@@ -104,7 +103,7 @@ def validate_judge(judge: Judge, environ: Mapping[str, str] | None = None) -> No
     seen: set[str] = set()
     for c in judge.criteria:
         key = f"judge.criteria.{c.id}"
-        if not re.match(ID_PATTERN, c.id or ""):
+        if not valid_id(c.id):
             raise BenchInputError(None, key, f"criterion id must match {ID_PATTERN}")
         if c.id in seen:
             raise BenchInputError(None, key, "duplicate criterion id")

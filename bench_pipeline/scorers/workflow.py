@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import yaml
 
 from bench_pipeline.formats.errors import BenchInputError, closest
-from bench_pipeline.formats.model import ID_PATTERN
+from bench_pipeline.formats.model import ID_PATTERN, valid_id
 from bench_pipeline.scorers.base import (
     SCORE_ERROR,
     SCORE_NOT_SCORED,
@@ -51,7 +50,7 @@ def resolve_scorer_file(factory_root: Path, scorer_id: str | None) -> Path:
     """The one file defining `workflow:<id>`; BenchInputError when absent, ambiguous or
     escaping the factory."""
     key = f"workflow:{scorer_id}"
-    if not scorer_id or not re.match(ID_PATTERN, scorer_id):
+    if not scorer_id or not valid_id(scorer_id):
         raise BenchInputError(None, key, f"scorer id must match {ID_PATTERN}")
     root = factory_root.resolve()
     found = []

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_pipeline.formats.git import GitError, local_repo, run_git
 from bench_pipeline.formats.model import Task
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.trials.runner import FAILED, INCONCLUSIVE, PASSED, execute_check
@@ -29,6 +30,29 @@ class TaskValidation:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def reference_apply_problem(task: Task, suite_dir: Path) -> str | None:
+    """Why the task's reference patch does not apply to its base (`git apply --check`), or
+    None. Checked against a throwaway index of the source repository: its working tree and
+    its own index are never touched, and no workspace is made."""
+    if task.is_text or not task.reference_patch or not task.repo or not task.base_sha:
+        return None
+    patch = suite_dir / task.reference_patch
+    try:
+        body = patch.read_bytes()
+    except OSError as exc:
+        return f"cannot read {task.reference_patch}: {exc.strerror}"
+    with tempfile.TemporaryDirectory(prefix="bench-apply-check-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        try:
+            repo = local_repo(task.repo)
+            run_git(["read-tree", task.base_sha], repo, env=env)
+            run_git(["apply", "--cached", "--check", "-"], repo, body, env=env)
+        except GitError as exc:
+            detail = str(exc).split(": ", 1)[-1].strip().splitlines()
+            return f"{task.reference_patch} does not apply to {task.base_ref} ({task.base_sha[:10]}): {detail[0] if detail else 'git apply failed'}"
+    return None
 
 
 def validate_reference(

@@ -20,7 +20,15 @@ from typing import Any
 
 from bench_pipeline import __version__
 from bench_pipeline.agents import make_agent
-from bench_pipeline.agents.base import BUDGET, COMPLETED, MAX_TURNS, TIMEOUT, AgentRequest, Usage
+from bench_pipeline.agents.base import (
+    BUDGET,
+    COMPLETED,
+    MAX_TURNS,
+    TIMEOUT,
+    AgentRequest,
+    TaskFault,
+    Usage,
+)
 from bench_pipeline.agents.offline import NotApplicable
 from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import Check, Config, Prices, Task
@@ -32,6 +40,7 @@ from bench_pipeline.formats.vocabulary import (
     OUTCOME_INVALIDATED,
     OUTCOME_NOT_APPLICABLE,
     OUTCOME_SUCCEEDED,
+    OUTCOME_TASK_ERROR,
     OUTCOME_WORKSPACE_ERROR,
 )
 from bench_pipeline.workspace.process import CommandResult, run_command, scrubbed_env
@@ -41,7 +50,7 @@ from bench_pipeline.workspace.repo import (
     diff_against,
     remove_workspace,
 )
-from bench_pipeline.workspace.snapshot import changed_inputs, snapshot_inputs
+from bench_pipeline.workspace.snapshot import InputsChangedError, changed_inputs, snapshot_inputs
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
 FINDING_OUTPUT_CHARS = 2000
@@ -117,16 +126,19 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     try:
         state.execute()
     except Exception as exc:  # a bug in an agent or in us: keep the trial, record why
-        state.outcome = (
-            OUTCOME_WORKSPACE_ERROR if isinstance(exc, WorkspaceError) else OUTCOME_AGENT_ERROR
-        )
+        if isinstance(exc, InputsChangedError):
+            state.outcome = OUTCOME_INVALIDATED  # graded files no longer as frozen: infrastructure
+        elif isinstance(exc, WorkspaceError):
+            state.outcome = OUTCOME_WORKSPACE_ERROR
+        else:
+            state.outcome = OUTCOME_AGENT_ERROR
         state.error = f"{type(exc).__name__}: {exc}"
         (trial_dir / "error.txt").write_text(transcript.redact(traceback.format_exc()))
     try:
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
         if state.workspace is not None and not ctx.keep_workspaces:
-            remove_workspace(state.workspace.parent)
+            remove_workspace(state.workspace.parent, up_to=ctx.work_root)
     if ctx.on_trial_done:
         ctx.on_trial_done(outcome.row, outcome.checks)
     return outcome
@@ -149,6 +161,7 @@ class _TrialState:
         self.home = trial_dir / "home"
         self.workspace: Path | None = None
         self.usage = Usage()
+        self.answer_model: str | None = None  # the model that answered, when the agent says
         self.outcome = OUTCOME_SUCCEEDED
         self.error: str | None = None
         self.iterations = 0
@@ -247,11 +260,15 @@ class _TrialState:
             self._set(OUTCOME_NOT_APPLICABLE, str(exc))
             self.usage = Usage.unknown(f"not run: {exc.reason}")
             return False
+        except TaskFault as exc:
+            self._set(OUTCOME_TASK_ERROR, str(exc))
+            return False
         finally:
             self.agent_seconds += time.monotonic() - t0
         self.usage = self.usage + result.usage if self.iterations > 1 else result.usage
         self.retries += result.retries
         self.answer = result.answer if result.answer is not None else self.answer
+        self.answer_model = result.model or self.answer_model
         self.turns = result.turns or self.turns
         self.attempts.append(
             {
@@ -390,7 +407,7 @@ class _TrialState:
             "difficulty": task.difficulty,
             "agent": a.name,
             "agent_kind": a.kind,
-            "model": a.model,
+            "model": self.answer_model or a.model,
             "effort": a.effort,
             "config_hash": spec.config.hash,
             "factory_ref": spec.config.factory_ref,

@@ -8,6 +8,7 @@ no run's rows are ever rewritten by another run. Readers glob the files through 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -20,7 +21,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.warehouse import schemas as tables
+
+log = logging.getLogger(__name__)
 
 # Tables with a fixed schema; derived tables take the schema of the frame written.
 SCHEMAS: dict[str, pa.Schema] = {
@@ -31,6 +35,32 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 _SAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 SMALL_READ_FILES = 200
+# `bench.duckdb` holds only views; written at this storage version so that the DuckDB shell
+# installed beside the package (duckdb-cli, pinned in pyproject.toml) opens it.
+DUCKDB_STORAGE_VERSION = "v1.5.0"
+
+
+class CorruptFileError(BenchInputError):
+    """A warehouse file that is not readable Parquet (truncated by a full disk, edited, ...)."""
+
+    def __init__(self, path: Path, cause: BaseException):
+        text = str(cause).replace(f"'{path}'", "").replace(str(path), "")
+        first = (text.strip().splitlines() or [type(cause).__name__])[0][:120]
+        super().__init__(
+            str(path),
+            None,
+            f"not a readable Parquet file ({first}); move it aside to recover "
+            f"(`mv {path} {path}.corrupt`): its run loses those rows, every other file is intact",
+        )
+
+
+def _readable(path: Path) -> bool:
+    """Whether `path` is a whole Parquet file (footer and schema readable)."""
+    try:
+        pq.read_metadata(path)
+        return True
+    except Exception:
+        return False
 
 
 def _safe(part: str) -> str:
@@ -109,6 +139,30 @@ class Warehouse:
         schema = SCHEMAS.get(table)
         if not files:
             return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+        try:
+            return self._read_files(files, schema, where)
+        except Exception as exc:
+            bad = [f for f in files if not _readable(f)]
+            if not bad:
+                raise
+            if run_id is not None:
+                raise CorruptFileError(bad[0], exc) from None
+            # Across runs, one damaged file must not hide every other run: leave it out and
+            # say so (a read of that run itself refuses with the file named).
+            for f in bad:
+                log.warning("warehouse: skipped unreadable file %s (move it aside to recover)", f)
+            return self.read_files_or_empty([f for f in files if f not in bad], schema, where)
+
+    def read_files_or_empty(
+        self, files: list[Path], schema: pa.Schema | None, where: str | None
+    ) -> pd.DataFrame:
+        if not files:
+            return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+        return self._read_files(files, schema, where)
+
+    def _read_files(
+        self, files: list[Path], schema: pa.Schema | None, where: str | None
+    ) -> pd.DataFrame:
         if schema is not None and where is None and len(files) <= SMALL_READ_FILES:
             # A partition's few small files: pyarrow alone is several times faster than a
             # DuckDB scan, and every partition step reads its own rows.
@@ -133,21 +187,29 @@ class Warehouse:
 
     def refresh_views(self) -> list[str]:
         """(Re)create one DuckDB view per table over its Parquet glob. Views read the files at
-        query time, so they stay current without being rewritten after every run."""
+        query time, so they stay current without being rewritten after every run.
+
+        The file is rebuilt beside and renamed into place (a reader never sees half of it), at
+        a storage version the DuckDB shell the install provides (`duckdb-cli`) can open."""
         self.root.mkdir(parents=True, exist_ok=True)
         names = sorted(
             p.name for p in self.root.iterdir() if p.is_dir() and any(p.glob("**/*.parquet"))
         )
-        con = duckdb.connect(str(self.duckdb_path))
+        tmp = self.duckdb_path.with_name(f".{self.duckdb_path.name}.{uuid.uuid4().hex}.tmp")
+        con = duckdb.connect()
         try:
+            con.execute(f"ATTACH '{tmp}' AS w (STORAGE_VERSION '{DUCKDB_STORAGE_VERSION}')")
             for name in names:
                 glob = str(self.root / name / "**" / "*.parquet")
                 con.execute(
-                    f'CREATE OR REPLACE VIEW "{name}" AS '
+                    f'CREATE VIEW w."{name}" AS '
                     f"SELECT * FROM read_parquet('{glob}', union_by_name=true)"
                 )
+            con.execute("DETACH w")
         finally:
             con.close()
+        os.replace(tmp, self.duckdb_path)
+        tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         return names
 
     def query(self, sql: str) -> pd.DataFrame:

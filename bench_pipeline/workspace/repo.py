@@ -38,7 +38,12 @@ def create_workspace(repo: str, sha: str, dest: Path) -> Path:
     """Make `dest` a checkout of `sha` on branch `bench`, borrowing the source's objects."""
     if dest.exists():
         shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    for _ in range(3):  # a finishing trial may prune the shared parents between the two mkdirs
+        try:
+            dest.mkdir(parents=True)
+            break
+        except FileNotFoundError:
+            continue
     try:
         _git(["init", "--quiet", "--initial-branch=bench", str(dest)], dest)
         (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects_dir(repo)}\n")
@@ -69,5 +74,17 @@ def commit_all(workspace: Path, message: str) -> str:
     return _git(["rev-parse", "HEAD"], workspace).decode().strip()
 
 
-def remove_workspace(path: Path) -> None:
+def remove_workspace(path: Path, up_to: Path | None = None) -> None:
+    """Remove a trial's workspace folder, and its parents up to `up_to` that it left empty
+    (work/<run>/<task>/<config>/ would otherwise stay behind after every run)."""
     shutil.rmtree(path, ignore_errors=True)
+    if up_to is None:
+        return
+    up_to = up_to.absolute()
+    parent = path.absolute().parent
+    while parent != up_to and up_to in parent.parents:
+        try:
+            parent.rmdir()  # only when empty: another trial of the same run may still be there
+        except OSError:
+            return
+        parent = parent.parent

@@ -7,10 +7,17 @@ changed invalidates the trial instead of being trusted.
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
 from pathlib import Path
 
 from bench_pipeline.formats.taskset import file_sha256
+
+
+class InputsChangedError(RuntimeError):
+    """A grader file or reference no longer matches the frozen task set: the trial cannot be
+    graded as frozen (an infrastructure fault, never the agent's)."""
 
 
 def snapshot_inputs(suite_dir: Path, files: dict[str, str], dest: Path) -> None:
@@ -18,13 +25,41 @@ def snapshot_inputs(suite_dir: Path, files: dict[str, str], dest: Path) -> None:
     for rel in files:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(suite_dir / rel, target)
+        if target.exists():
+            target.chmod(0o644)
+        try:
+            shutil.copyfile(suite_dir / rel, target)
+        except FileNotFoundError:
+            continue  # reported below as changed
         _make_readonly(target)
     changed = changed_inputs(dest, files)
     if changed:
-        raise RuntimeError(
+        raise InputsChangedError(
             f"factory files changed since the task set was frozen: {', '.join(changed)}"
         )
+
+
+def freeze_inputs(suite_dir: Path, hashes: dict[str, dict[str, str]], store: Path) -> list[str]:
+    """Copy every task's input files into `store` once, keeping only copies that match the
+    frozen hashes, so trials grade with the files as frozen even if the factory is edited
+    during the run. Returns the files that no longer match (left out of the store)."""
+    wanted: dict[str, str] = {}
+    for files in hashes.values():
+        wanted.update(files)
+    stale = []
+    for rel, expected in wanted.items():
+        target = store / rel
+        if target.is_file() and file_sha256(target) == expected:
+            continue
+        source = suite_dir / rel
+        if not source.is_file() or file_sha256(source) != expected:
+            stale.append(rel)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    return stale
 
 
 def _make_readonly(path: Path) -> None:
