@@ -163,6 +163,33 @@ def render_estimate(est: dict[str, Any]) -> str:
         lines.append(
             f"  {c['config_id']:<16} {c['kind']:<10} {c['model'] or '-':<20} {c['trials']:>4} trials  cap {usd(c['cost_cap_usd']):>10}  forecast {forecast} ({c['forecast_basis']})"
         )
+    ad = est.get("adaptive")
+    if ad:
+        known = (
+            ""
+            if ad["forecast_min_usd"] is None
+            else f", forecast {usd(ad['forecast_min_usd'])} to {usd(ad['forecast_max_usd'])}"
+        )
+        lines.append(
+            f"adaptive repetitions {ad['min']}-{ad['max']} (stop: {ad['stop']}): {ad['trials_min']} to {ad['trials_max']} trials, "
+            f"cost cap {usd(ad['cost_cap_min_usd'])} to {usd(ad['cost_cap_max_usd'])}{known}"
+        )
+    pw = est.get("power")
+    if pw:
+        head = f"power: to detect a difference of {pw['delta']:g} in overall at {pw['power']:.0%} power (two-sided {pw['alpha']:g}) over {pw['tasks']} tasks"
+        if pw["repetitions_needed"] is not None:
+            cost = "unknown" if pw["cost_usd"] is None else usd(pw["cost_usd"])
+            lines.append(
+                f"{head}: {pw['repetitions_needed']} repetitions ({pw['trials']} trials), cost {cost}, cap {usd(pw['cost_cap_usd'])}"
+            )
+        elif "tasks_needed_at_max" in pw:
+            lines.append(
+                f"{head}: more than 10 repetitions (10 give {pw['power_at_max']:.0%}); "
+                f"at 10 repetitions it needs about {pw['tasks_needed_at_max']} tasks"
+            )
+        else:
+            lines.append(f"{head}: unknown")
+        lines.append(f"  basis: {pw['basis']}")
     return "\n".join(lines)
 
 

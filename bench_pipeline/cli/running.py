@@ -116,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         f"--max-cost: the launch's cost cap is {shown}, above ${args.max_cost:.2f}; add --yes to run anyway"
                     )
         run = start_run(args.launch, paths, overrides=_overrides(args))
-    total = len(run.taskset.tasks) * len(run.launch.configs) * run.launch.repetitions
+    total = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
     print(f"run {run.run_id}: {total} trials, task set {run.taskset.revision}", file=sys.stderr)
     instance = get_instance(paths)
     mark_running(paths.warehouse, run.run_id)

@@ -70,7 +70,7 @@ class Derived:
             "created_at": run.created_at,
             "tasks": len(run.taskset.tasks),
             "configs": ", ".join(c.id for c in run.launch.configs),
-            "repetitions": run.launch.repetitions,
+            "repetitions": run.repetitions,
             "scorers": ", ".join(self.scorers or run.launch.scorers),
             **({"judge": self.judge_status} if self.judge_status else {}),
             "baseline_run": self.baseline_run_id or "none",
@@ -127,6 +127,10 @@ def compute_derived(
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
     if drift:
         notes.append(f"agent drift: {', '.join(drift)} changed while the run was in progress")
+
+    adaptive = adaptive_note(warehouse, run)
+    if adaptive:
+        notes.append(adaptive)
 
     base_id = baseline_run_id or (
         pinned_baseline(warehouse, run.suite) if use_pinned_baseline else None
@@ -200,6 +204,20 @@ def compute_derived(
             frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=derived.baseline_config
         )
     return derived
+
+
+def adaptive_note(warehouse: Warehouse, run: BenchmarkRun) -> str | None:
+    """Why an adaptive run stopped and after how many rounds (None for a fixed count)."""
+    from bench_pipeline.runs.adaptive import adaptive_record
+
+    plan = run.launch.adaptive
+    if plan is None:
+        return None
+    rule = f"stop: {plan.stop}" + (f" {plan.ci_width:g}" if plan.ci_width else "")
+    head = f"adaptive repetitions ({plan.min}-{plan.max}, {rule})"
+    rec = adaptive_record(warehouse, run.run_id) or {}
+    last = rec.get("final") or (rec.get("decisions") or [None])[-1]
+    return f"{head}: {last['summary'] if last else 'no round decided yet'}"
 
 
 def run_scorers(warehouse: Warehouse, run: BenchmarkRun) -> tuple[tuple[str, ...], Any]:
