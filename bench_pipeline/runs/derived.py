@@ -137,6 +137,7 @@ def compute_derived(
     )
     base_note = None
     baseline_table = None
+    baseline_per_trial = None
     if base_id == run_id:
         base_id = None
     if base_id:
@@ -151,6 +152,7 @@ def compute_derived(
         else:
             bt, bs = run_rows(warehouse, base_id)
             baseline_table = R.config_table(bt, bs) if not bt.empty else None
+            baseline_per_trial = R.trial_overall(bt, bs) if not bt.empty else None
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
@@ -172,6 +174,8 @@ def compute_derived(
             suite=run.suite,
             run_id=run_id,
             baseline_run_id=base_id,
+            current_trials=per_trial,
+            baseline_trials=baseline_per_trial,
         )
     else:
         regressions = pd.DataFrame(columns=REGRESSION_COLUMNS)
