@@ -74,7 +74,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     launch, prices = load_and_check(args.launch)
     launch = apply_overrides(launch, **_overrides(args))
-    est = estimate_launch(launch, prices, common.paths_of(args).warehouse)
+    if not 0 < args.detect <= 1:
+        raise common.CliError(
+            f"--detect: {args.detect:g} must be a difference in overall in (0, 1]"
+        )
+    est = estimate_launch(launch, prices, common.paths_of(args).warehouse, detect=args.detect)
     if args.json:
         common.print_json(est)
     else:
@@ -182,6 +186,13 @@ def register(add: common.AddCommand) -> None:
     e = add("estimate", cmd_estimate)
     e.add_argument("launch")
     narrowing(e)
+    e.add_argument(
+        "--detect",
+        type=float,
+        default=0.05,
+        metavar="DELTA",
+        help="difference in overall the power figure is for (default 0.05)",
+    )
     e.add_argument("--json", action="store_true")
 
     r = add("run", cmd_run)

@@ -11,7 +11,9 @@ from bench_pipeline.formats.registry import AGENT_KINDS
 from bench_pipeline.warehouse.store import Warehouse
 
 
-def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dict[str, Any]:
+def estimate_launch(
+    launch: Launch, prices: Prices, warehouse: Warehouse, *, detect: float = 0.05
+) -> dict[str, Any]:
     """Per config: trials, cap (budget x trials; None when a config has no budget) and a
     forecast (mean known cost per task of past trials with the same model, per task)."""
     past = warehouse.read("trials")
@@ -42,7 +44,7 @@ def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dic
             }
         )
     caps = [c["cost_cap_usd"] for c in configs]
-    extra = _adaptive_and_power(launch, warehouse, configs)
+    extra = _adaptive_and_power(launch, warehouse, configs, detect)
     return {
         "launch": launch.name,
         "suite": launch.suite.name,
@@ -80,7 +82,7 @@ def _basis(kind: str, forecast: float | None, known: int, total: int) -> str:
 
 
 def _adaptive_and_power(
-    launch: Launch, warehouse: Warehouse, configs: list[dict[str, Any]]
+    launch: Launch, warehouse: Warehouse, configs: list[dict[str, Any]], detect: float
 ) -> dict[str, Any]:
     """The range of an adaptive launch and the repetitions a 0.05 difference needs."""
     from bench_pipeline.runs.power import power_estimate
@@ -90,7 +92,8 @@ def _adaptive_and_power(
     caps = [c["cost_cap_usd"] for c in configs]
     per_rep = None if any(f is None for f in forecasts) else sum(forecasts) / reps
     per_rep_cap = None if any(c is None for c in caps) else sum(caps) / reps
-    out: dict[str, Any] = {"power": power_estimate(launch, warehouse, per_rep, per_rep_cap)}
+    power = power_estimate(launch, warehouse, per_rep, per_rep_cap, delta=detect)
+    out: dict[str, Any] = {"power": power}
     plan = launch.adaptive
     if plan is not None:
         per_rep_trials = len(launch.tasks) * len(launch.configs)
