@@ -87,12 +87,13 @@ def test_clearly_different_agents_stop_at_min(factory: Path, bench_home: Path) -
     assert code == 0, err
     assert "adaptive repetitions (2-4, stop: separated): stopped after 2 rounds (separated)" in out
 
-    # `bench compare`: the paired difference with its interval and McNemar's exact test
-    # (14 discordant pairs, all one way: p = 2 / 2^14).
+    # `bench compare`: the paired difference with its interval and McNemar's exact test (the
+    # example's holdout tasks are reported apart: 5 tasks x 2 reps counted, 10 discordant
+    # pairs all one way -> p = 2 / 2^10).
     code, out, err = run_bench("compare", run_id, home=bench_home)
     assert code == 0, err
-    assert "overall difference (14 pairs): -1.0000 [95% CI -1.0000, -1.0000" in out
-    assert "sign-flip p = 0.0156" in out and "McNemar exact p = 0.0001" in out
+    assert "overall difference (10 pairs): +1.0000 [95% CI +1.0000, +1.0000" in out
+    assert "sign-flip p = 0.0625" in out and "McNemar exact p = 0.0020" in out
 
     # Past runs without variation between repetitions: one repetition detects 0.05.
     code, out, err = run_bench("estimate", str(launch), home=bench_home)
@@ -151,3 +152,24 @@ def test_identical_noisy_agents_run_to_max_then_power(factory: Path, bench_home:
     # The default 0.05 needs more than a launch allows: it says so, and how many tasks.
     code, out, err = run_bench("estimate", str(launch), home=bench_home)
     assert "a difference of 0.05 in overall" in out and "more than 10 repetitions" in out
+
+
+@pytest.mark.parametrize(
+    ("plan", "field", "fix"),
+    [
+        ("{min: 5, max: 2}", "repetitions.max", "use max >= min"),
+        ("{min: 2, max: 4, stop: sometimes}", "repetitions.stop", "separated"),
+        ("{min: 2, max: 4, stop: ci_width}", "repetitions.ci_width", "positive ci_width"),
+        ("{min: 2, max: 11}", "repetitions.max", "between 1 and 10"),
+        ("{min: 2, maximum: 4}", "repetitions.maximum", "max"),
+    ],
+)
+def test_bad_repetition_plans_are_one_line_exit_2(
+    factory: Path, bench_home: Path, plan: str, field: str, fix: str
+) -> None:
+    configs = "  - {id: reference, agent: reference}\n"
+    launch = launch_file(factory, "bad", configs, plan)
+    code, out, err = run_bench("validate", str(launch), home=bench_home)
+    assert code == 2
+    line = (out + err).strip().splitlines()[-1]
+    assert "launches/bad.yaml" in line and field in line and fix in line

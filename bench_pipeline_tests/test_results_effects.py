@@ -245,3 +245,19 @@ def test_false_separation_rate_under_identical_configs() -> None:
     assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 200)
     # Identical configs run to the end: the rule does not stop on noise.
     assert np.mean(rounds) > 9
+
+
+def test_sign_flip_monte_carlo_beyond_sixteen_tasks() -> None:
+    rng = np.random.default_rng(11)
+    x = rng.normal(0.15, 0.5, 24)  # per-task sums of 24 tasks: the seeded Monte Carlo path
+    ours = sign_flip_p(np.arange(24), x)
+    theirs = stats.permutation_test(
+        (x, np.zeros_like(x)),
+        lambda a, z, axis: np.sum(a - z, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=200_000,
+        rng=np.random.default_rng(0),
+    ).pvalue
+    assert ours == pytest.approx(theirs, abs=0.01)
+    assert ours == sign_flip_p(np.arange(24), x)  # seeded: deterministic

@@ -212,14 +212,13 @@ def compute_derived(
 
 def adaptive_note(warehouse: Warehouse, run: BenchmarkRun) -> str | None:
     """Why an adaptive run stopped and after how many rounds (None for a fixed count)."""
-    from bench_pipeline.runs.adaptive import adaptive_record
-
     plan = run.launch.adaptive
     if plan is None:
         return None
     rule = f"stop: {plan.stop}" + (f" {plan.ci_width:g}" if plan.ci_width else "")
     head = f"adaptive repetitions ({plan.min}-{plan.max}, {rule})"
-    rec = adaptive_record(warehouse, run.run_id) or {}
+    rel = layout.adaptive_rounds(run.run_id)
+    rec = warehouse.read_json(rel) if warehouse.exists(rel) else {}
     last = rec.get("final") or (rec.get("decisions") or [None])[-1]
     return f"{head}: {last['summary'] if last else 'no round decided yet'}"
 
