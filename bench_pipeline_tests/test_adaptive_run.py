@@ -17,11 +17,15 @@ import json
 import math
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from scipy import stats
 
+from bench_pipeline.formats.loader import load_launch
+from bench_pipeline.runs.adaptive import decide, known_spend
+from bench_pipeline.runs.benchmark_run import load_run
 from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline_tests.conftest import run_bench
 
@@ -123,6 +127,16 @@ def test_identical_noisy_agents_run_to_max_then_power(factory: Path, bench_home:
     assert code == 0, err
     assert "stopped after 3 rounds (max repetitions)" in out and "not separated" in out
 
+    # The cost cap, on the stored trials: a next round's worst case is the budgets over the
+    # tasks (0.01 x 7 x 2 = $0.14); with $0.042 known spend a $0.15 cap stops, $1 goes on.
+    warehouse = BenchPaths.from_home(bench_home).warehouse
+    run = load_run(run_id, warehouse)
+    assert known_spend(warehouse.read("trials", run_id)) == pytest.approx(0.001 * 42)
+    for cap, stop, reason in ((0.15, True, "cost cap"), (1.0, False, "continue")):
+        plan = replace(run.launch.adaptive, max=10, max_cost_usd=cap)
+        decision = decide(warehouse, replace(run, launch=replace(run.launch, adaptive=plan)))
+        assert (decision.stop, decision.reason, decision.rounds) == (stop, reason, 3)
+
     # Power from these past runs: the pooled within-task variance, computed here from the
     # stored trials' checks, and the normal-approximation formula give the repetitions.
     code, out, err = run_bench(
@@ -173,3 +187,12 @@ def test_bad_repetition_plans_are_one_line_exit_2(
     assert code == 2
     line = (out + err).strip().splitlines()[-1]
     assert "launches/bad.yaml" in line and field in line and fix in line
+
+
+def test_plan_forms_load(factory: Path) -> None:
+    configs = "  - {id: reference, agent: reference}\n"
+    plain = load_launch(launch_file(factory, "plain", configs, "3"))
+    assert (plain.repetitions, plain.adaptive) == (3, None)
+    width = load_launch(launch_file(factory, "width", configs, "{min: 2, max: 10, ci_width: 0.1}"))
+    assert width.adaptive is not None and width.repetitions == 10
+    assert (width.adaptive.stop, width.adaptive.ci_width) == ("ci_width", 0.1)
