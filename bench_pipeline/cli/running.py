@@ -121,7 +121,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                     )
         run = start_run(args.launch, paths, overrides=_overrides(args))
     total = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
-    print(f"run {run.run_id}: {total} trials, task set {run.taskset.revision}", file=sys.stderr)
+    plan = run.launch.adaptive
+    shown = (
+        f"{total} trials"
+        if plan is None
+        else f"{total} trials in {run.repetitions} rounds, up to {plan.max} (adaptive)"
+    )
+    print(f"run {run.run_id}: {shown}, task set {run.taskset.revision}", file=sys.stderr)
     instance = get_instance(paths)
     mark_running(paths.warehouse, run.run_id)
     status = "failed"
