@@ -3,7 +3,9 @@
 `decide_round(per_trial, rounds, plan, alpha=0.05)` looks at the trials so far (one row per
 trial: `config_id`, `task_id`, `repetition`, `overall`) and returns a `RoundDecision`.
 
-- The leader is the config with the highest mean overall, the runner-up the next. Their paired
+- Every scored trial counts, holdout tasks included (as in the config table's overall, which
+  ranks the configs; trials without an overall, e.g. infrastructure failures, pair with
+  nothing). The leader is the config with the highest mean overall, the runner-up the next. Their paired
   difference (pairs = same task and repetition, both scored) gets a sign-flip p over tasks and
   a cluster-bootstrap interval (`effects`).
 - Error control across looks: **Bonferroni over the planned looks and the leader's rivals**.
