@@ -27,6 +27,7 @@ from bench_pipeline.formats.loader import load_launch
 from bench_pipeline.runs.adaptive import decide, known_spend
 from bench_pipeline.runs.benchmark_run import load_run
 from bench_pipeline.runs.paths import BenchPaths
+from bench_pipeline.runs.start import apply_overrides
 from bench_pipeline_tests.conftest import run_bench
 
 TASKS = [
@@ -196,3 +197,6 @@ def test_plan_forms_load(factory: Path) -> None:
     width = load_launch(launch_file(factory, "width", configs, "{min: 2, max: 10, ci_width: 0.1}"))
     assert width.adaptive is not None and width.repetitions == 10
     assert (width.adaptive.stop, width.adaptive.ci_width) == ("ci_width", 0.1)
+    # --repeats N asks for a fixed count: the plan goes.
+    fixed = apply_overrides(width, repeats=3)
+    assert (fixed.repetitions, fixed.adaptive) == (3, None)
