@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,19 +22,27 @@ from bench_pipeline.defs.definitions import PARTITION_JOB, RESULTS_JOB, defs
 from bench_pipeline.defs.operations.jobs import NIGHTLY_JOB, nightly_job
 from bench_pipeline.defs.operations.schedules import build_nightly_schedules
 from bench_pipeline.defs.resources import BenchResource
-from bench_pipeline.ops.nightly import nightly_run_id
 from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.runs.score import score_row
 from bench_pipeline.scorers.base import ScoreResult
-from bench_pipeline_tests.conftest import ROOT, run_bench
+from bench_pipeline_tests.conftest import run_bench
 from bench_pipeline_tests.http_fakes import Reply, ScriptedServer
 
-TASKS = ("amount-precision", "currency-code")
+# Six tasks: a drop on all of them is the least a sign-flip test over tasks can call significant
+# at 5% (p = 2 / 2^6); a drop on one of them is noise whatever its size.
+TASKS = (
+    "amount-precision",
+    "currency-code",
+    "due-date-order",
+    "pagination",
+    "partial-payment",
+    "tax-rounding",
+)
 REPO = defs.get_repository_def()
 
 
 def make_nightly(factory: Path, notify: str, cron: str = "30 3 * * *") -> None:
-    """The invoices suite, nightly, on the offline reference agent, cut down to two tasks."""
+    """The invoices suite, nightly, on the offline reference agent, cut down to six tasks."""
     suite = factory / "benchmarks" / "invoices" / "suite.yaml"
     text = suite.read_text().replace("agent: coder", "agent: reference")
     text = text.replace("nightly: false", f"nightly: true\nnightly_cron: '{cron}'")
@@ -134,47 +140,20 @@ class Nights:
         return run_id, result
 
 
-def worse_by_a_tenth(paths: BenchPaths) -> Callable[[str], None]:
-    """A hand-made rescore row: one of two trials' checks 0.8 -> overall 0.9 instead of 1."""
+def rescored(paths: BenchPaths, value: float, trials: int | None = None) -> Callable[[str], None]:
+    """Hand-made rescore rows: the checks of the first `trials` trials (all by default) become
+    `value` instead of 1."""
 
     def tamper(run_id: str) -> None:
-        trials = paths.warehouse.read("trials", run_id).sort_values("trial_id")
-        trial = trials.to_dict("records")[0]
-        row = score_row(trial, ScoreResult.scored("checks", 0.8, reason="hand-made"), "manual")
-        paths.warehouse.write("scores", [row], run_id, "reference/rep1/manual")
+        rows = paths.warehouse.read("trials", run_id).sort_values("trial_id").to_dict("records")
+        for trial in rows[:trials]:
+            row = score_row(
+                trial, ScoreResult.scored("checks", value, reason="hand-made"), "manual"
+            )
+            part = f"reference/rep1/manual-{trial['task_id']}"
+            paths.warehouse.write("scores", [row], run_id, part)
 
     return tamper
-
-
-def test_schedule_per_nightly_suite(factory: Path, bench_home: Path) -> None:
-    assert build_nightly_schedules(nightly_job, environ={}) == []  # no factory, no schedules
-    make_nightly(factory, "http://127.0.0.1:9/hook")
-    (schedule,) = build_nightly_schedules(nightly_job, environ={"BENCH_FACTORY": str(factory)})
-    assert schedule.name == "bench_nightly_invoices"  # support is not nightly
-    assert schedule.cron_schedule == "30 3 * * *"
-    when = datetime(2026, 1, 2, 3, 30, tzinfo=UTC)
-    with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
-        (request,) = schedule.evaluate_tick(ctx).run_requests
-    assert request.run_key == nightly_run_id("invoices", when) == "invoices-20260102T033000-nightly"
-    config = request.run_config["ops"]["nightly_freeze"]["config"]
-    assert config["suite"] == "invoices" and config["run_id"] == request.run_key
-    assert request.tags["bench/suite"] == "invoices"
-
-    # The default cron, and the schedules the code location builds when it loads.
-    suite = factory / "benchmarks" / "invoices" / "suite.yaml"
-    suite.write_text(suite.read_text().replace("nightly_cron: '30 3 * * *'\n", ""))
-    probe = (
-        "from bench_pipeline.defs.definitions import defs\n"
-        "r = defs.get_repository_def()\n"
-        "print([(s.name, s.cron_schedule) for s in r.schedule_defs])"
-    )
-    env = {**os.environ, "BENCH_FACTORY": str(factory), "DAGSTER_HOME": str(bench_home)}
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[('bench_nightly_invoices', '0 2 * * *')]"
 
 
 def test_nightly_regression_then_recovery(
@@ -192,9 +171,23 @@ def test_nightly_regression_then_recovery(
         code, out, _ = run_bench("baseline", "set", "invoices", run1, home=bench_home)
         assert code == 0, out
 
-        # Night 2: 0.1 worse than the baseline -> one regression notice.
+        # Night 2: one task of six much worse (overall 0.9 instead of 1): a drop beyond the
+        # tolerance, but one task of six is within noise -> recorded with its interval, no notice.
         run2, result = nights.night(
-            datetime(2026, 3, 2, 3, 30, tzinfo=UTC), tamper=worse_by_a_tenth(nights.paths)
+            datetime(2026, 3, 2, 3, 30, tzinfo=UTC), tamper=rescored(nights.paths, 0.4, 1)
+        )
+        regressions = nights.paths.warehouse.read("regressions", run2)
+        overall = regressions[regressions["metric"] == "overall"].iloc[0]
+        assert not bool(overall["regressed"]) and overall["verdict"] == "within noise"
+        assert overall["effect"] == pytest.approx(-0.1) and overall["p_value"] == pytest.approx(1.0)
+        assert overall["ci_low"] < 0 <= overall["ci_high"]
+        assert "within noise" in overall["note"] and "not alerted" in overall["note"]
+        nights.notifier_tick()
+        assert hook.bodies() == []
+
+        # Night 3: every task 0.2 worse -> a significant drop beyond tolerance: one notice.
+        run2, result = nights.night(
+            datetime(2026, 3, 2, 4, 30, tzinfo=UTC), tamper=rescored(nights.paths, 0.8)
         )
         (check,) = [
             c
@@ -204,21 +197,30 @@ def test_nightly_regression_then_recovery(
         assert not check.passed
         regressions = nights.paths.warehouse.read("regressions", run2)
         overall = regressions[regressions["metric"] == "overall"].iloc[0]
-        assert bool(overall["regressed"])
+        assert bool(overall["regressed"]) and overall["verdict"] == "regression"
         bodies = hook.bodies()
         assert len(bodies) == 1
         body = bodies[0]
+        # Issue 15 added the evidence (effect, interval, p-value, level) to the notice.
         assert body == {
             "event": "regression",
             "suite": "invoices",
             "config": "reference",
             "metric": "overall",
             "baseline": pytest.approx(1.0),
-            "current": pytest.approx(0.9),
+            "current": pytest.approx(0.8),
             "tolerance": pytest.approx(0.05),
             "run_id": run2,
             "baseline_run_id": run1,
             "link": f"http://localhost:3000/runs/{result.run_id}",
+            "effect": pytest.approx(-0.2),
+            "ci_low": pytest.approx(-0.2),
+            "ci_high": pytest.approx(-0.2),
+            "p_value": pytest.approx(2 / 2**6),
+            "alpha": pytest.approx(0.05),
+            "verdict": "regression",
+            "tasks_compared": 6,
+            "flaky_tasks": [],
         }
         assert hook.requests[0].path == "/hooks/bench"
 
@@ -236,7 +238,7 @@ def test_nightly_regression_then_recovery(
         state = nights.paths.warehouse.read_json("notifications/invoices.json")
         assert set(state["open"]) == {"reference|overall"}
 
-        # Night 3 is back within tolerance -> one recovery notice.
+        # Night 4 is back within tolerance -> one recovery notice.
         run3, _ = nights.night(datetime(2026, 3, 3, 3, 30, tzinfo=UTC))
         bodies = hook.bodies()
         assert len(bodies) == 2

@@ -147,8 +147,16 @@ def render_comparison(result: dict[str, Any]) -> str:
             f"(both {c['holdout_both_pass']}, candidate only {c['holdout_candidate_only']}, baseline only {c['holdout_baseline_only']})",
             f"  tasks passing every repetition: candidate {c['candidate_tasks_all_pass']}, baseline {c['baseline_tasks_all_pass']} of {c['tasks']}",
             f"  sign test over unique tasks: {c['sign_wins']} better, {c['sign_losses']} worse, {c['sign_ties']} tied, two-sided p = {f(c['sign_test_p'])}",
+            f"  overall difference ({c.get('overall_pairs')} pairs): {f(c.get('overall_delta'), '{:+.4f}')} "
+            f"[95% CI {f(c.get('overall_delta_ci_low'), '{:+.4f}')}, {f(c.get('overall_delta_ci_high'), '{:+.4f}')}, "
+            f"bootstrap over tasks], sign-flip p = {f(c.get('overall_delta_p'))}",
+            f"  pass-rate difference: {f(c.get('pass_rate_delta'), '{:+.4f}')} "
+            f"[95% CI {f(c.get('pass_rate_delta_ci_low'), '{:+.4f}')}, {f(c.get('pass_rate_delta_ci_high'), '{:+.4f}')}], "
+            f"McNemar exact p = {f(c.get('mcnemar_p'))}",
             f"  cost delta per trial (both succeeded, {c['cost_pairs']} pairs): {f(c['cost_delta_mean_usd'], '${:+.4f}')}; "
             f"duration delta ({c['duration_pairs']} pairs): {f(c['duration_delta_mean_seconds'], '{:+.2f}s')}",
+            f"  95% CI of the cost delta: [{f(c.get('cost_delta_ci_low_usd'), '${:+.4f}')}, {f(c.get('cost_delta_ci_high_usd'), '${:+.4f}')}], "
+            f"of the duration delta: [{f(c.get('duration_delta_ci_low_seconds'), '{:+.2f}s')}, {f(c.get('duration_delta_ci_high_seconds'), '{:+.2f}s')}]",
             f"  cost per accepted result (failed trials' spend included): candidate {f(c['candidate_cost_per_accepted_usd'], '${:.4f}')}, "
             f"baseline {f(c['baseline_cost_per_accepted_usd'], '${:.4f}')}",
         ]
@@ -168,6 +176,33 @@ def render_estimate(est: dict[str, Any]) -> str:
         lines.append(
             f"  {c['config_id']:<16} {c['kind']:<10} {c['model'] or '-':<20} {c['trials']:>4} trials  cap {usd(c['cost_cap_usd']):>10}  forecast {forecast} ({c['forecast_basis']})"
         )
+    ad = est.get("adaptive")
+    if ad:
+        known = (
+            ""
+            if ad["forecast_min_usd"] is None
+            else f", forecast {usd(ad['forecast_min_usd'])} to {usd(ad['forecast_max_usd'])}"
+        )
+        lines.append(
+            f"adaptive repetitions {ad['min']}-{ad['max']} (stop: {ad['stop']}): {ad['trials_min']} to {ad['trials_max']} trials, "
+            f"cost cap {usd(ad['cost_cap_min_usd'])} to {usd(ad['cost_cap_max_usd'])}{known}"
+        )
+    pw = est.get("power")
+    if pw:
+        head = f"power: to detect a difference of {pw['delta']:g} in overall at {pw['power']:.0%} power (two-sided {pw['alpha']:g}) over {pw['tasks']} tasks"
+        if pw["repetitions_needed"] is not None:
+            cost = "unknown" if pw["cost_usd"] is None else usd(pw["cost_usd"])
+            lines.append(
+                f"{head}: {pw['repetitions_needed']} repetitions ({pw['trials']} trials), cost {cost}, cap {usd(pw['cost_cap_usd'])}"
+            )
+        elif "tasks_needed_at_max" in pw:
+            lines.append(
+                f"{head}: more than 10 repetitions (10 give {pw['power_at_max']:.0%}); "
+                f"at 10 repetitions it needs about {pw['tasks_needed_at_max']} tasks"
+            )
+        else:
+            lines.append(f"{head}: unknown")
+        lines.append(f"  basis: {pw['basis']}")
     return "\n".join(lines)
 
 

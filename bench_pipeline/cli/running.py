@@ -99,7 +99,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     launch, prices = load_and_check(args.launch)
     launch = apply_overrides(launch, **_overrides(args))
-    est = estimate_launch(launch, prices, common.paths_of(args).warehouse)
+    if not 0 < args.detect <= 1:
+        raise common.CliError(
+            f"--detect: {args.detect:g} must be a difference in overall in (0, 1]"
+        )
+    est = estimate_launch(launch, prices, common.paths_of(args).warehouse, detect=args.detect)
     if args.json:
         common.print_json(est)
     else:
@@ -143,8 +147,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                         f"--max-cost: the launch's cost cap is {shown}, above ${args.max_cost:.2f}; add --yes to run anyway"
                     )
         run = start_run(args.launch, paths, overrides=_overrides(args))
-    total = len(run.taskset.tasks) * len(run.launch.configs) * run.launch.repetitions
-    print(f"run {run.run_id}: {total} trials, task set {run.taskset.revision}", file=sys.stderr)
+    total = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
+    plan = run.launch.adaptive
+    shown = (
+        f"{total} trials"
+        if plan is None
+        else f"{total} trials in {run.repetitions} rounds, up to {plan.max} (adaptive)"
+    )
+    print(f"run {run.run_id}: {shown}, task set {run.taskset.revision}", file=sys.stderr)
     instance = get_instance(paths)
     mark_running(paths.warehouse, run.run_id)
     status = "failed"
@@ -209,6 +219,13 @@ def register(add: common.AddCommand) -> None:
     e = add("estimate", cmd_estimate)
     e.add_argument("launch")
     narrowing(e)
+    e.add_argument(
+        "--detect",
+        type=float,
+        default=0.05,
+        metavar="DELTA",
+        help="difference in overall the power figure is for (default 0.05)",
+    )
     e.add_argument("--json", action="store_true")
 
     r = add("run", cmd_run)

@@ -104,8 +104,14 @@ def execute_run(
 
     # Sequential on purpose: execute_in_process is not thread-safe (concurrent runs deadlock
     # in Dagster's logging setup), and a partition already runs its trials in parallel.
-    for config_id, rep in run.partitions():
-        one(config_id, rep)
+    if run.launch.adaptive is not None:  # rounds until the stop rule (runs/adaptive.py)
+        from bench_pipeline.runs.adaptive import run_adaptive
+
+        cancelled = paths.cancel_flag(run.run_id).exists
+        run_adaptive(run, paths.warehouse, lambda parts: [one(*p) for p in parts], cancelled)
+    else:
+        for config_id, rep in run.partitions():
+            one(config_id, rep)
     build_results(run.run_id, paths, instance)
 
 

@@ -24,6 +24,9 @@ from bench_pipeline.formats.model import (
     MAX_REPETITIONS,
     MAX_TASKS,
     MAX_TRIALS,
+    STOP_CI_WIDTH,
+    STOP_RULES,
+    STOP_SEPARATED,
     TOOLS,
     AgentSpec,
     Assertion,
@@ -36,6 +39,7 @@ from bench_pipeline.formats.model import (
     Launch,
     Original,
     Prices,
+    RepetitionPlan,
     Suite,
     Task,
     Tolerance,
@@ -715,7 +719,8 @@ def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Lau
     suite = load_suite(factory, suite_name)
     all_tasks = load_tasks(factory, suite)
     tasks = _filter_tasks(f, all_tasks)
-    repetitions = f.integer("repetitions", 2, 1, MAX_REPETITIONS) or 2
+    adaptive = _repetition_plan(f)
+    repetitions = adaptive.max if adaptive else f.integer("repetitions", 2, 1, MAX_REPETITIONS) or 2
     max_parallel = f.integer("max_parallel", 2, 1, 64) or 2
     scorers = f.str_list("scorers", suite.scorers)
     if not scorers:
@@ -750,6 +755,7 @@ def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Lau
         ci=_ci(f),
         factory_root=root,
         source_file=shown,
+        adaptive=adaptive,
     )
     if "ci" in scorers and launch.ci is None:
         raise f.fail("ci", "the `ci` scorer needs ci: {remote, repo} to push trial branches to")
@@ -895,6 +901,37 @@ def _judge(f: _Fields) -> Judge | None:
         scale_max=j.number("scale_max", 1.0, 1) or 1.0,
         base_url=j.str("base_url"),
         api_key_env=j.str("api_key_env", "ANTHROPIC_API_KEY") or "ANTHROPIC_API_KEY",
+    )
+
+
+REPETITION_PLAN_KEYS = {"min", "max", "stop", "ci_width", "max_cost_usd"}
+
+
+def _repetition_plan(f: _Fields) -> RepetitionPlan | None:
+    """`repetitions: {min, max, stop: separated | ci_width, ci_width, max_cost_usd}`; a plain
+    number is a fixed count (None here)."""
+    if not isinstance(f.get("repetitions"), Mapping):
+        return None
+    r = f.section(
+        "repetitions",
+        REPETITION_PLAN_KEYS,
+        "a number or a mapping {min, max, stop: separated | ci_width, ci_width}",
+    )
+    assert r is not None  # a mapping, checked above
+    lo = r.integer("min", 2, 1, MAX_REPETITIONS) or 2
+    hi = r.integer("max", MAX_REPETITIONS, 1, MAX_REPETITIONS) or MAX_REPETITIONS
+    if hi < lo:
+        raise r.fail("max", f"{hi} is below min {lo}; use max >= min")
+    width = r.number("ci_width", None, 0)
+    stop = r.choice("stop", STOP_RULES, STOP_CI_WIDTH if width is not None else STOP_SEPARATED)
+    if stop == STOP_CI_WIDTH and (width is None or width <= 0):
+        raise r.fail("ci_width", "stop: ci_width needs a positive ci_width, e.g. 0.1")
+    return RepetitionPlan(
+        min=lo,
+        max=hi,
+        stop=stop or STOP_SEPARATED,
+        ci_width=width,
+        max_cost_usd=r.number("max_cost_usd", None, 0),
     )
 
 

@@ -215,13 +215,31 @@ class Config:
         return content_hash({"agent": self.agent.frozen_dict(), "factory_sha": self.factory_sha})
 
 
+STOP_SEPARATED, STOP_CI_WIDTH = "separated", "ci_width"
+STOP_RULES = (STOP_SEPARATED, STOP_CI_WIDTH)
+
+
+@dataclass(frozen=True)
+class RepetitionPlan:
+    """Adaptive repetitions: run `min` rounds, then add one round at a time until the stop rule
+    holds (`separated`: the leading config is separated from the runner-up; `ci_width`: every
+    paired interval is narrower than `ci_width`), `max` rounds are done, or the next round could
+    spend more than `max_cost_usd`."""
+
+    min: int = 2
+    max: int = 10
+    stop: str = STOP_SEPARATED
+    ci_width: float | None = None
+    max_cost_usd: float | None = None
+
+
 @dataclass(frozen=True)
 class Launch:
     name: str
     suite: Suite
     configs: tuple[Config, ...]
     tasks: tuple[Task, ...]  # after the tasks/tags filters
-    repetitions: int = 2
+    repetitions: int = 2  # with `adaptive`, its max (what limits and cost caps count)
     scorers: tuple[str, ...] = ("checks",)
     judge: Judge | None = None
     include_baseline: bool = False
@@ -229,6 +247,7 @@ class Launch:
     ci: CISettings | None = None
     factory_root: Path = Path(".")
     source_file: str = ""
+    adaptive: RepetitionPlan | None = None
 
     @property
     def adds_original_config(self) -> bool:

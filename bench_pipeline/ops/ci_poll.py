@@ -204,7 +204,7 @@ def _poll_run(
         return True
     trials = latest_trials(warehouse.read("trials", run_id))
     latest = _latest_ci_rows(warehouse, run_id)
-    expected = len(run.taskset.tasks) * len(run.launch.configs) * run.launch.repetitions
+    expected = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
     all_final = len(trials) >= expected
     token = env.get(ci.token_env) or None
     for trial in trials.to_dict("records"):

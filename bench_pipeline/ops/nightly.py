@@ -10,7 +10,11 @@ suite's default configuration as it is tonight:
 - every task of the suite (the task-set revision must match the baseline's to be compared);
 - the suite's `scorers`, except `ci` (a suite has no `ci:` remote to push to);
 - repetitions 1: a nightly check for drift, not a study; overall moves in steps of
-  1/tasks, which `tolerance.overall` should allow for.
+  1/tasks, which `tolerance.overall` should allow for. A drop is a regression only when it
+  also is significant (results/regressions.py: paired per task against the baseline, sign-flip
+  p < 0.05, so 6 tasks at least); a drop within noise is recorded with its interval and not
+  notified. Flaky tasks are found in the baseline's repetitions: pin a baseline run with
+  repetitions >= 2 to have them excluded.
 
 Orchestration, through the Dagster daemon with no run per trial:
 schedule (per suite, `nightly_cron`) -> one run of `bench_nightly_job` that freezes the run

@@ -15,7 +15,11 @@ Rules:
   and the pair is open; later runs that are still regressed send nothing more (one notice per
   episode, not one per night);
 - a judged, non-regressed row (no `note`) of an open pair -> one `recovery` notice; the pair
-  closes. Rows that could not be judged (`note` set, e.g. cost coverage) change nothing;
+  closes. Rows that could not be judged (`note` set, e.g. cost coverage) change nothing, and
+  neither do drops "within noise" (not significant: never alerted, never a recovery);
+- a gated overall row's notice carries its evidence: `effect` (current - baseline, paired over
+  tasks), `ci_low`/`ci_high` (95%), `p_value`, `alpha`, `verdict`, `tasks_compared` and the
+  excluded `flaky_tasks`;
 - a run created before the last run already evaluated (an old run's tables rebuilt) sends
   nothing and changes nothing; evaluating the same run again is a no-op.
 
@@ -107,7 +111,23 @@ def _body(event: str, suite: str, row: dict[str, Any], link: str) -> dict[str, A
         "run_id": row.get("run_id"),
         "baseline_run_id": row.get("baseline_run_id"),
         "link": link,
-    }
+    } | _evidence(row)
+
+
+# The significance fields of a gated row (results/regressions.py); rows of older tables or of
+# the cost metric lack them, and their notices stay as they were.
+EVIDENCE = ("effect", "ci_low", "ci_high", "p_value", "alpha")
+
+
+def _evidence(row: dict[str, Any]) -> dict[str, Any]:
+    if all(_blank(row.get(k)) for k in EVIDENCE):
+        return {}
+    out: dict[str, Any] = {k: _num(row.get(k)) for k in EVIDENCE}
+    out["verdict"] = None if _blank(row.get("verdict")) else row.get("verdict")
+    out["tasks_compared"] = _num(row.get("tasks_compared"))
+    flaky = row.get("flaky_tasks")
+    out["flaky_tasks"] = [] if _blank(flaky) else [t.strip() for t in str(flaky).split(",")]
+    return out
 
 
 def regression_events(

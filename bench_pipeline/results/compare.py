@@ -7,6 +7,7 @@ pair by (task_id, repetition); only pairs present on both sides count.
 baseline_run_id=None, per_trial=None)` -> one row per pair: `task_id`, `repetition`,
 `holdout`, `candidate_trial_id`, `baseline_trial_id`, `candidate_outcome`,
 `baseline_outcome`, `candidate_pass`, `baseline_pass` (nullable booleans: primary scorer == 1),
+`candidate_overall`, `baseline_overall`,
 `candidate_cost_usd`, `baseline_cost_usd`, `candidate_duration_seconds`,
 `baseline_duration_seconds`, `excluded` (null | "infrastructure": either outcome is
 invalidated/workspace_error or either primary score is inconclusive | "unscored": either primary
@@ -27,7 +28,10 @@ ties dropped; p = min(1, 2 * P(Bin(n, .5) <= min(wins, losses)))); `cost_pairs`,
 and both costs are known), `duration_pairs`, `duration_delta_mean_seconds` (same, both
 durations known); `candidate_spend_usd`, `baseline_spend_usd` (all counted trials, failed
 ones included; null when any cost is unknown), `candidate_cost_per_accepted_usd`,
-`baseline_cost_per_accepted_usd` (spend / passing trials; null when spend unknown or no pass).
+`baseline_cost_per_accepted_usd` (spend / passing trials; null when spend unknown or no pass);
+then the paired effect sizes of `effects.paired_effects` over the counted pairs: `overall_delta`
+and `pass_rate_delta` with 95% cluster-bootstrap intervals, the sign-flip p of the overall
+difference, McNemar's exact p, and intervals of the cost and duration deltas.
 
 `compare_all(trials, scores, baseline_config=None, *, per_trial=None)` -> one row per other
 config of ONE run, columns as the dict above; the baseline defaults to the is_baseline config,
@@ -44,9 +48,18 @@ import pandas as pd
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
 from ._common import nan_to_none, single_run, str_codes
+from .effects import paired_effects
 from .scores import trial_overall
 
-SIDE_COLUMNS = ["trial_id", "outcome", "passed", "primary_status", "cost_usd", "duration_seconds"]
+SIDE_COLUMNS = [
+    "trial_id",
+    "outcome",
+    "passed",
+    "primary_status",
+    "overall",
+    "cost_usd",
+    "duration_seconds",
+]
 
 
 def sign_test_p(wins: int, losses: int) -> float:
@@ -150,6 +163,8 @@ def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=
         "baseline_outcome",
         "candidate_pass",
         "baseline_pass",
+        "candidate_overall",
+        "baseline_overall",
         "candidate_cost_usd",
         "baseline_cost_usd",
         "candidate_duration_seconds",
@@ -244,6 +259,18 @@ def summarize_pairs(pairs: pd.DataFrame, candidate: str, baseline: str, meta: di
     c_spend, c_per = _spend(main["candidate_cost_usd"].astype(float), int(cp.sum()))
     b_spend, b_per = _spend(main["baseline_cost_usd"].astype(float), int(bp.sum()))
     excluded = pairs["excluded"]
+    task_of = main["_task" if "_task" in main else "task_id"].to_numpy()
+    effect_fields = paired_effects(
+        task_of,
+        main["candidate_overall"].to_numpy(dtype=float, na_value=np.nan),
+        main["baseline_overall"].to_numpy(dtype=float, na_value=np.nan),
+        cp,
+        bp,
+        task_of[cost_ok],
+        cost_delta.to_numpy(dtype=float),
+        task_of[dur_ok],
+        dur_delta.to_numpy(dtype=float),
+    )
     return {
         "candidate_config": candidate,
         "candidate_run_id": meta["candidate_run_id"],
@@ -272,6 +299,7 @@ def summarize_pairs(pairs: pd.DataFrame, candidate: str, baseline: str, meta: di
             dur_delta,
             (c_spend, b_spend, c_per, b_per),
         ),
+        **effect_fields,
     }
 
 
@@ -370,6 +398,11 @@ class _FastPairs:
             if "cost_usd" in pt
             else np.full(len(pt), np.nan)
         )
+        self.overall = (
+            pt["overall"].to_numpy(dtype=float, na_value=np.nan)
+            if "overall" in pt
+            else np.full(len(pt), np.nan)
+        )
         self.dur = (
             pt["duration_seconds"].to_numpy(dtype=float, na_value=np.nan)
             if "duration_seconds" in pt
@@ -450,5 +483,16 @@ class _FastPairs:
                 dur_ok,
                 dur_delta,
                 (c_spend, b_spend, c_per, b_per),
+            ),
+            **paired_effects(
+                task,
+                self.overall[cm],
+                self.overall[bm],
+                cp,
+                bp,
+                task[cost_ok],
+                cost_delta,
+                task[dur_ok],
+                dur_delta,
             ),
         }

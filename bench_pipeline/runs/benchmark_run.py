@@ -37,10 +37,18 @@ class BenchmarkRun:
     launch_path: str
     agent_file_hashes: dict[str, str]  # factory-relative agent file -> sha256 at launch
     engine_version: str = __version__
+    # Adaptive repetitions: the rounds decided so far (the run grows one round at a time up to
+    # the plan's max); None for a fixed count.
+    rounds: int | None = None
 
     @property
     def suite(self) -> str:
         return self.launch.suite.name
+
+    @property
+    def repetitions(self) -> int:
+        """Repetitions this run executes: the rounds decided so far, else the launch's count."""
+        return self.rounds if self.rounds is not None else self.launch.repetitions
 
     def config(self, config_id: str) -> Config:
         for c in self.launch.configs:
@@ -51,7 +59,7 @@ class BenchmarkRun:
     def partitions(self) -> list[tuple[str, int]]:
         """(config, repetition) pairs in execution order: configurations reverse each rep."""
         order = []
-        for rep in range(1, self.launch.repetitions + 1):
+        for rep in range(1, self.repetitions + 1):
             configs = [c.id for c in self.launch.configs]
             order.extend((c, rep) for c in (configs if rep % 2 else reversed(configs)))
         return order
@@ -89,7 +97,7 @@ class BenchmarkRun:
             ),
             "scorers_json": json.dumps(list(self.launch.scorers)),
             "judge_json": json.dumps(to_jsonable(self.launch.judge)),
-            "repetitions": self.launch.repetitions,
+            "repetitions": self.repetitions,
             "engine_version": self.engine_version,
         }
 
@@ -125,6 +133,7 @@ def freeze_run(launch: Launch, prices: Prices, launch_path: str | Path) -> Bench
         prices=prices,
         launch_path=str(Path(launch_path).absolute()),
         agent_file_hashes=agent_file_hashes(launch),
+        rounds=launch.adaptive.min if launch.adaptive else None,
     )
 
 

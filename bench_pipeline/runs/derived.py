@@ -70,7 +70,7 @@ class Derived:
             "created_at": run.created_at,
             "tasks": len(run.taskset.tasks),
             "configs": ", ".join(c.id for c in run.launch.configs),
-            "repetitions": run.launch.repetitions,
+            "repetitions": run.repetitions,
             "scorers": ", ".join(self.scorers or run.launch.scorers),
             **({"judge": self.judge_status} if self.judge_status else {}),
             "baseline_run": self.baseline_run_id or "none",
@@ -128,11 +128,16 @@ def compute_derived(
     if drift:
         notes.append(f"agent drift: {', '.join(drift)} changed while the run was in progress")
 
+    adaptive = adaptive_note(warehouse, run)
+    if adaptive:
+        notes.append(adaptive)
+
     base_id = baseline_run_id or (
         pinned_baseline(warehouse, run.suite) if use_pinned_baseline else None
     )
     base_note = None
     baseline_table = None
+    baseline_per_trial = None
     if base_id == run_id:
         base_id = None
     if base_id:
@@ -147,6 +152,7 @@ def compute_derived(
         else:
             bt, bs = run_rows(warehouse, base_id)
             baseline_table = R.config_table(bt, bs) if not bt.empty else None
+            baseline_per_trial = R.trial_overall(bt, bs) if not bt.empty else None
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
@@ -168,6 +174,8 @@ def compute_derived(
             suite=run.suite,
             run_id=run_id,
             baseline_run_id=base_id,
+            current_trials=per_trial,
+            baseline_trials=baseline_per_trial,
         )
     else:
         regressions = pd.DataFrame(columns=REGRESSION_COLUMNS)
@@ -200,6 +208,19 @@ def compute_derived(
             frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=derived.baseline_config
         )
     return derived
+
+
+def adaptive_note(warehouse: Warehouse, run: BenchmarkRun) -> str | None:
+    """Why an adaptive run stopped and after how many rounds (None for a fixed count)."""
+    plan = run.launch.adaptive
+    if plan is None:
+        return None
+    rule = f"stop: {plan.stop}" + (f" {plan.ci_width:g}" if plan.ci_width else "")
+    head = f"adaptive repetitions ({plan.min}-{plan.max}, {rule})"
+    rel = layout.adaptive_rounds(run.run_id)
+    rec = warehouse.read_json(rel) if warehouse.exists(rel) else {}
+    last = rec.get("final") or (rec.get("decisions") or [None])[-1]
+    return f"{head}: {last['summary'] if last else 'no round decided yet'}"
 
 
 def run_scorers(warehouse: Warehouse, run: BenchmarkRun) -> tuple[tuple[str, ...], Any]:

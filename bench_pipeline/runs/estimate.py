@@ -12,7 +12,9 @@ from bench_pipeline.runs.benchmark_run import with_original_config
 from bench_pipeline.warehouse.store import Warehouse
 
 
-def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dict[str, Any]:
+def estimate_launch(
+    launch: Launch, prices: Prices, warehouse: Warehouse, *, detect: float = 0.05
+) -> dict[str, Any]:
     """Per config: trials, cap (budget x trials; None when a config has no budget) and a
     forecast (mean known cost per task of past trials with the same model, per task)."""
     launch = with_original_config(launch)
@@ -44,6 +46,7 @@ def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dic
             }
         )
     caps = [c["cost_cap_usd"] for c in configs]
+    extra = _adaptive_and_power(launch, warehouse, configs, detect)
     return {
         "launch": launch.name,
         "suite": launch.suite.name,
@@ -53,6 +56,7 @@ def estimate_launch(launch: Launch, prices: Prices, warehouse: Warehouse) -> dic
         "trials": launch.trial_count,
         "cost_cap_usd": None if any(c is None for c in caps) else sum(caps),
         "per_config": configs,
+        **extra,
     }
 
 
@@ -77,3 +81,35 @@ def _basis(kind: str, forecast: float | None, known: int, total: int) -> str:
     if forecast is None:
         return "no past runs with known cost"
     return f"{known}/{total} tasks with past cost"
+
+
+def _adaptive_and_power(
+    launch: Launch, warehouse: Warehouse, configs: list[dict[str, Any]], detect: float
+) -> dict[str, Any]:
+    """The range of an adaptive launch and the repetitions a 0.05 difference needs."""
+    from bench_pipeline.runs.power import power_estimate
+
+    reps = launch.repetitions
+    forecasts = [c["forecast_usd"] for c in configs]
+    caps = [c["cost_cap_usd"] for c in configs]
+    per_rep = None if any(f is None for f in forecasts) else sum(forecasts) / reps
+    per_rep_cap = None if any(c is None for c in caps) else sum(caps) / reps
+    power = power_estimate(launch, warehouse, per_rep, per_rep_cap, delta=detect)
+    out: dict[str, Any] = {"power": power}
+    plan = launch.adaptive
+    if plan is not None:
+        per_rep_trials = len(launch.tasks) * len(launch.configs)
+        out["adaptive"] = {
+            "min": plan.min,
+            "max": plan.max,
+            "stop": plan.stop,
+            "ci_width": plan.ci_width,
+            "max_cost_usd": plan.max_cost_usd,
+            "trials_min": per_rep_trials * plan.min,
+            "trials_max": per_rep_trials * plan.max,
+            "cost_cap_min_usd": None if per_rep_cap is None else per_rep_cap * plan.min,
+            "cost_cap_max_usd": None if per_rep_cap is None else per_rep_cap * plan.max,
+            "forecast_min_usd": None if per_rep is None else per_rep * plan.min,
+            "forecast_max_usd": None if per_rep is None else per_rep * plan.max,
+        }
+    return out

@@ -128,6 +128,8 @@ def apply_overrides(
         configs=tuple(configs),
         repetitions=reps,
         max_parallel=parallel or launch.max_parallel,
+        # --repeats N asks for a fixed count: it replaces an adaptive plan.
+        adaptive=None if repeats is not None else launch.adaptive,
     )
     if out.trial_count > MAX_TRIALS:
         raise BenchInputError(

@@ -82,3 +82,8 @@ def trial_part(config_id: str, rep: int, task_id: str) -> str:
 def score_part(config_id: str, rep: int, rescore_id: str) -> str:
     """The file stem of one partition's score rows from one (re)score."""
     return f"{partition_dir(config_id, rep)}/{rescore_id}"
+
+
+def adaptive_rounds(run_id: str) -> str:
+    """The stopping decisions of an adaptive-repetitions run, one per round looked at."""
+    return f"adaptive/{run_id}.json"

@@ -1,0 +1,263 @@
+"""Paired effect sizes and the adaptive stopping rule on fixed synthetic trial tables.
+
+Every expected figure is computed here independently of bench_pipeline: McNemar's p by hand from
+counted discordant pairs (SciPy's binomtest and the binomial sum), the bootstrap by a loop over
+resamples that rebuilds each resampled table pair by pair, the sign-flip p with SciPy's
+permutation_test on the per-task sums.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from bench_pipeline.formats.model import STOP_CI_WIDTH, RepetitionPlan
+from bench_pipeline.results import compare_all, paired_comparison
+from bench_pipeline.results.adaptive import MAX_ROUNDS, SEPARATED, decide_round, look_alpha
+from bench_pipeline.results.effects import N_BOOT, SEED, bootstrap_ci, mcnemar_p, sign_flip_p
+
+TASKS = [f"t{i:02d}" for i in range(1, 11)]
+
+
+def tables(plan: dict[tuple[str, int], tuple[float, float]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(task, rep) -> (candidate checks, baseline checks): trials and scores of one run."""
+    trials, scores = [], []
+    for (task, rep), pair in plan.items():
+        for cfg, value, cost, dur in (("cand", pair[0], 0.5, 30.0), ("base", pair[1], 0.2, 10.0)):
+            tid = f"{task}/{cfg}/{rep}"
+            # Costs vary by task and rep so the cost interval is not degenerate.
+            cost = cost + 0.01 * int(task[1:]) * rep
+            trials.append(
+                {
+                    "run_id": "r1",
+                    "trial_id": tid,
+                    "task_id": task,
+                    "config_id": cfg,
+                    "repetition": rep,
+                    "tags": [],
+                    "holdout": False,
+                    "is_baseline": cfg == "base",
+                    "outcome": "succeeded",
+                    "cost_usd": cost if cfg == "cand" else 0.2,
+                    "duration_seconds": dur + rep,
+                }
+            )
+            scores.append(
+                {
+                    "run_id": "r1",
+                    "trial_id": tid,
+                    "task_id": task,
+                    "config_id": cfg,
+                    "repetition": rep,
+                    "scorer": "checks",
+                    "scorer_group": "checks",
+                    "weight": 1.0,
+                    "status": "scored",
+                    "value": float(value),
+                    "cost_usd": None,
+                    "scored_at": pd.Timestamp("2025-01-01", tz="UTC"),
+                }
+            )
+    return pd.DataFrame(trials), pd.DataFrame(scores)
+
+
+def mixed_plan() -> dict[tuple[str, int], tuple[float, float]]:
+    """3 reps x 10 tasks with partial scores, wins, losses and ties."""
+    rng = np.random.default_rng(7)
+    plan = {}
+    for i, task in enumerate(TASKS):
+        for rep in (1, 2, 3):
+            c = float(rng.random() < 0.4 + 0.05 * i)
+            b = float(rng.random() < 0.5)
+            if i == 3 and rep == 2:
+                c = 0.5  # a partial score: overall differs from pass
+            plan[(task, rep)] = (c, b)
+    return plan
+
+
+def brute_bootstrap(rows: list[tuple[str, float]], seed: int, n_boot: int, level: float):
+    """Resample tasks with the same generator calls, rebuild each table row by row."""
+    tasks = sorted({t for t, _ in rows})
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
+    means = []
+    for draw in draws:
+        picked = []
+        for k in draw:
+            picked += [v for t, v in rows if t == tasks[k]]
+        means.append(sum(picked) / len(picked))
+    tail = (1 - level) / 2
+    return tuple(np.quantile(means, [tail, 1 - tail]))
+
+
+def test_effects_match_independent_computation() -> None:
+    plan = mixed_plan()
+    trials, scores = tables(plan)
+    fast = compare_all(trials, scores).iloc[0].to_dict()
+    slow = paired_comparison(trials, scores, "cand", "base")
+    # The generic merge path and the vectorized path agree on every effect field.
+    for key in ("overall_delta", "overall_delta_ci_low", "overall_delta_p", "mcnemar_p"):
+        assert fast[key] == pytest.approx(slow[key]), key
+
+    # Overall difference: mean over pairs, interval from a brute-force cluster bootstrap.
+    diffs = [(task, c - b) for (task, _), (c, b) in plan.items()]
+    assert slow["overall_pairs"] == 30
+    assert slow["overall_delta"] == pytest.approx(sum(d for _, d in diffs) / 30)
+    low, high = brute_bootstrap(diffs, SEED, N_BOOT, 0.95)
+    assert (slow["overall_delta_ci_low"], slow["overall_delta_ci_high"]) == pytest.approx(
+        (low, high)
+    )
+    assert low < slow["overall_delta"] < high
+
+    # Pass rate: pass = checks == 1 (the partial 0.5 is a fail).
+    passes = [(task, float(c == 1) - float(b == 1)) for (task, _), (c, b) in plan.items()]
+    p_low, p_high = brute_bootstrap(passes, SEED, N_BOOT, 0.95)
+    assert slow["pass_rate_delta"] == pytest.approx(sum(d for _, d in passes) / 30)
+    assert (slow["pass_rate_delta_ci_low"], slow["pass_rate_delta_ci_high"]) == pytest.approx(
+        (p_low, p_high)
+    )
+
+    # McNemar's exact test from the discordant pairs counted by hand.
+    b = sum(1 for c, base in plan.values() if c == 1 and base != 1)
+    c = sum(1 for cand, base in plan.values() if cand != 1 and base == 1)
+    assert (slow["candidate_only"], slow["baseline_only"]) == (b, c)
+    by_scipy = stats.binomtest(b, b + c, 0.5).pvalue
+    by_sum = min(1.0, 2 * sum(math.comb(b + c, k) for k in range(min(b, c) + 1)) / 2 ** (b + c))
+    assert slow["mcnemar_p"] == pytest.approx(by_scipy) == pytest.approx(by_sum)
+
+    # Sign-flip p over tasks = SciPy's exact paired permutation test on per-task sums.
+    sums = {t: 0.0 for t in TASKS}
+    for t, d in diffs:
+        sums[t] += d
+    x = np.array([sums[t] for t in TASKS])
+    perm = stats.permutation_test(
+        (x, np.zeros_like(x)),
+        lambda a, z, axis: np.sum(a - z, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf,
+        alternative="two-sided",
+    )
+    assert slow["overall_delta_p"] == pytest.approx(perm.pvalue)
+
+    # Cost: every pair succeeded with a known cost; its interval is a bootstrap too.
+    cost_rows = [
+        (t, (0.5 + 0.01 * int(t[1:]) * rep) - 0.2)
+        for (t, rep) in plan  # candidate - baseline
+    ]
+    c_low, c_high = brute_bootstrap(cost_rows, SEED, N_BOOT, 0.95)
+    assert (slow["cost_delta_ci_low_usd"], slow["cost_delta_ci_high_usd"]) == pytest.approx(
+        (c_low, c_high)
+    )
+    assert slow["cost_delta_ci_low_usd"] <= slow["cost_delta_mean_usd"]
+    assert slow["cost_delta_mean_usd"] <= slow["cost_delta_ci_high_usd"]
+
+
+def test_small_building_blocks() -> None:
+    assert mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(6, 0) == pytest.approx(2 / 64)
+    # One task can never be significant; all-equal drops on G tasks give 2 / 2^G.
+    assert sign_flip_p(np.array(["a", "a"]), np.array([-1.0, -1.0])) == 1.0
+    assert sign_flip_p(np.array(list("abcdef")), -np.ones(6)) == pytest.approx(2 / 64)
+    # The same seed gives the same interval; fewer than two tasks give none.
+    t, v = np.array(list("aabbcc")), np.array([0.1, 0.3, -0.2, 0.0, 0.5, 0.4])
+    assert bootstrap_ci(t, v) == bootstrap_ci(t, v)
+    assert bootstrap_ci(np.array(["a", "a"]), np.array([1.0, 0.0])) == (None, None)
+
+
+def per_trial(values: dict[str, dict[tuple[str, int], float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"config_id": cfg, "task_id": t, "repetition": r, "overall": v}
+            for cfg, cells in values.items()
+            for (t, r), v in cells.items()
+        ]
+    )
+
+
+PLAN = RepetitionPlan(min=2, max=10)
+
+
+def test_better_on_nine_of_ten_tasks_is_separated() -> None:
+    better = {(t, r): 1.0 if i < 9 else 0.5 for i, t in enumerate(TASKS) for r in (1, 2)}
+    worse = {(t, r): 0.0 if i < 9 else 0.5 for i, t in enumerate(TASKS) for r in (1, 2)}
+    d = decide_round(per_trial({"worse": worse, "better": better}), 2, PLAN)
+    assert (d.leader, d.runner_up) == ("better", "worse")
+    assert d.separated and d.stop and d.reason == SEPARATED
+    assert d.p_value == pytest.approx(2 / 2**9)  # the tied task drops out of the sign flips
+    assert d.alpha_look == pytest.approx(0.05 / 9) and d.ci_low > 0
+    assert "stopped after 2 rounds (separated)" in d.summary()
+
+
+def test_better_on_five_of_ten_with_noise_is_not_separated() -> None:
+    rng = np.random.default_rng(3)
+    a = {(t, r): float(rng.random() < 0.5) for t in TASKS for r in (1, 2)}
+    b = {}
+    for i, t in enumerate(TASKS):
+        for r in (1, 2):
+            # Five tasks better for b, the other five noise around a's values.
+            b[(t, r)] = 1.0 if i < 5 else float(rng.random() < 0.5)
+    d = decide_round(per_trial({"a": a, "b": b}), 2, PLAN)
+    assert not d.separated and not d.stop and d.reason == "continue"
+    assert d.p_value > d.alpha_look
+    # At max rounds the run stops and says so.
+    last = decide_round(per_trial({"a": a, "b": b}), 10, PLAN)
+    assert last.stop and last.reason == MAX_ROUNDS and "not separated" in last.summary()
+
+
+def test_ci_width_rule_and_levels() -> None:
+    plan = RepetitionPlan(min=2, max=4, stop=STOP_CI_WIDTH, ci_width=0.5)
+    same = {(t, r): 1.0 for t in TASKS for r in (1, 2)}
+    d = decide_round(per_trial({"a": same, "b": dict(same)}), 2, plan)
+    assert d.stop and d.reason == "ci_width reached" and d.max_ci_width == 0.0
+    assert look_alpha(RepetitionPlan(min=2, max=10), configs=3) == pytest.approx(0.05 / 18)
+
+
+def test_false_separation_rate_under_identical_configs() -> None:
+    """200 simulated launches of two identical noisy configs (10 tasks, per-task pass rates
+    drawn at random, rounds 2..10): the rule may separate them at most 5% of the time; with a
+    binomial sampling margin of 2 standard errors (sqrt(.05 * .95 / 200) ~ 1.5%) the bound is
+    8/200 + 6 launches = 14."""
+    rng = np.random.default_rng(2026)
+    false_separations, rounds = 0, []
+    for _ in range(200):
+        p = rng.uniform(0, 1, len(TASKS))
+        draws = rng.random((2, len(TASKS), PLAN.max)) < p[None, :, None]
+        frame = pd.DataFrame(
+            [
+                {"config_id": cfg, "task_id": t, "repetition": r + 1, "overall": float(v)}
+                for ci, cfg in enumerate(("a", "b"))
+                for ti, t in enumerate(TASKS)
+                for r, v in enumerate(draws[ci, ti])
+            ]
+        )
+        for r in range(PLAN.min, PLAN.max + 1):
+            d = decide_round(frame[frame["repetition"] <= r], r, PLAN)
+            if d.stop:
+                break
+        false_separations += d.separated
+        rounds.append(d.rounds)
+    rate = false_separations / 200
+    assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 200)
+    # Identical configs run to the end: the rule does not stop on noise.
+    assert np.mean(rounds) > 9
+
+
+def test_sign_flip_monte_carlo_beyond_sixteen_tasks() -> None:
+    rng = np.random.default_rng(11)
+    x = rng.normal(0.15, 0.5, 24)  # per-task sums of 24 tasks: the seeded Monte Carlo path
+    ours = sign_flip_p(np.arange(24), x)
+    theirs = stats.permutation_test(
+        (x, np.zeros_like(x)),
+        lambda a, z, axis: np.sum(a - z, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=200_000,
+        rng=np.random.default_rng(0),
+    ).pvalue
+    assert ours == pytest.approx(theirs, abs=0.01)
+    assert ours == sign_flip_p(np.arange(24), x)  # seeded: deterministic
