@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,10 +25,11 @@ from bench_pipeline.defs.definitions import PARTITION_JOB, RESULTS_JOB, defs
 from bench_pipeline.defs.operations.jobs import NIGHTLY_JOB, nightly_job
 from bench_pipeline.defs.operations.schedules import build_nightly_schedules
 from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.ops.nightly import nightly_run_id
 from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.runs.score import score_row
 from bench_pipeline.scorers.base import ScoreResult
-from bench_pipeline_tests.conftest import run_bench
+from bench_pipeline_tests.conftest import ROOT, run_bench
 from bench_pipeline_tests.http_fakes import Reply, ScriptedServer
 
 # Six tasks: a drop on all of them is the least a sign-flip test over tasks can call significant
@@ -45,7 +49,7 @@ def make_nightly(factory: Path, notify: str, cron: str = "30 3 * * *") -> None:
     """The invoices suite, nightly, on the offline reference agent, cut down to six tasks."""
     suite = factory / "benchmarks" / "invoices" / "suite.yaml"
     text = suite.read_text().replace("agent: coder", "agent: reference")
-    text = text.replace("nightly: false", f"nightly: true\nnightly_cron: '{cron}'")
+    text = re.sub(r"^nightly: false.*$", f"nightly: true\nnightly_cron: '{cron}'", text, flags=re.M)
     suite.write_text(text + f"notify: {notify}\n")
     for task in (factory / "benchmarks" / "invoices" / "tasks").glob("*.yaml"):
         if task.stem not in TASKS:
@@ -154,6 +158,37 @@ def rescored(paths: BenchPaths, value: float, trials: int | None = None) -> Call
             paths.warehouse.write("scores", [row], run_id, part)
 
     return tamper
+
+
+def test_schedule_per_nightly_suite(factory: Path, bench_home: Path) -> None:
+    assert build_nightly_schedules(nightly_job, environ={}) == []  # no factory, no schedules
+    make_nightly(factory, "http://127.0.0.1:9/hook")
+    (schedule,) = build_nightly_schedules(nightly_job, environ={"BENCH_FACTORY": str(factory)})
+    assert schedule.name == "bench_nightly_invoices"  # support is not nightly
+    assert schedule.cron_schedule == "30 3 * * *"
+    when = datetime(2026, 1, 2, 3, 30, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
+        (request,) = schedule.evaluate_tick(ctx).run_requests
+    assert request.run_key == nightly_run_id("invoices", when) == "invoices-20260102T033000-nightly"
+    config = request.run_config["ops"]["nightly_freeze"]["config"]
+    assert config["suite"] == "invoices" and config["run_id"] == request.run_key
+    assert request.tags["bench/suite"] == "invoices"
+
+    # The default cron, and the schedules the code location builds when it loads.
+    suite = factory / "benchmarks" / "invoices" / "suite.yaml"
+    suite.write_text(re.sub(r"^nightly_cron: .*\n", "", suite.read_text(), flags=re.M))
+    probe = (
+        "from bench_pipeline.defs.definitions import defs\n"
+        "r = defs.get_repository_def()\n"
+        "print([(s.name, s.cron_schedule) for s in r.schedule_defs])"
+    )
+    env = {**os.environ, "BENCH_FACTORY": str(factory), "DAGSTER_HOME": str(bench_home)}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[('bench_nightly_invoices', '0 2 * * *')]"
 
 
 def test_nightly_regression_then_recovery(
