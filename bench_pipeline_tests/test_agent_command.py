@@ -166,3 +166,64 @@ def test_substitution_is_one_pass_without_a_shell():
             "usage_file": "",
         },
     ) == ["--p=use {workspace}; $(rm -rf /)", "/w", "$HOME {x}"]
+
+
+def _readme_example() -> tuple[str, str]:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### The command-agent contract", 1)[1].split("## Scorers", 1)[0]
+    yaml_block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    py_block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    return yaml_block, py_block
+
+
+def test_readme_worked_example_follows_the_contract(tmp_path):
+    """The README's own-CLI example: prompt on stdin, home kept across attempts, a session
+    continued on attempt 2 with the findings only, usage priced, events in the transcript."""
+    import yaml
+
+    yaml_text, script_text = _readme_example()
+    agent_py = script(tmp_path, "my_agent.py", script_text)
+    data = yaml.safe_load(yaml_text)
+    assert data["kind"] == "command" and data["command"][1] == "/opt/my-agent/my_agent.py"
+    spec = make_spec(
+        "command",
+        command=(data["command"][0], str(agent_py)),
+        model="claude-test",
+        max_iterations=data["max_iterations"],
+    )
+    ws = git_workspace(tmp_path)
+    state: dict = {}
+    agent = make_agent(spec)
+    first = make_request(tmp_path, spec, workspace=ws, prompt="-v fix the bug", state=state)
+    r1 = agent.run(first)
+    assert r1.status == COMPLETED, r1.error
+    findings = "The change did not pass these acceptance checks: AC-1"
+    second = make_request(tmp_path, spec, workspace=ws, prompt=findings, state=state, attempt=2)
+    r2 = agent.run(second)
+    assert r2.status == COMPLETED, r2.error
+    notes = (ws / "NOTES.md").read_text().splitlines()
+    assert notes == ["turn 1: -v fix the bug", f"turn 2: {findings[:60]}"]
+    # 20 input + 5 output tokens on attempt 2 at $3/M and $15/M
+    assert r2.usage.cost_usd == pytest.approx((20 * 3.0 + 5 * 15.0) / 1e6)
+    events = transcript_events(second)
+    assert [e["attempt"] for e in events if e["event"] == "tool_call"] == [1, 2]
+    started = [e for e in events if e["event"] == "agent_command"]
+    assert started[1]["resumed_session"] and not started[0]["resumed_session"]
+    # The home is outside the evidence and persisted between the attempts.
+    home = Path(state["cli_agent"]["home"])
+    assert list(home.glob("*.json")) and second.evidence_dir not in home.parents
+
+
+def test_without_a_session_a_later_attempt_gets_the_task_again(tmp_path):
+    agent_py = script(
+        tmp_path,
+        "agent.py",
+        "import sys, pathlib\npathlib.Path('seen.txt').write_text(sys.stdin.read())\n",
+    )
+    spec = make_spec("command", command=("python", str(agent_py)))
+    ws = git_workspace(tmp_path)
+    state: dict = {}
+    make_agent(spec).run(make_request(tmp_path, spec, workspace=ws, state=state))
+    req = make_request(tmp_path, spec, workspace=ws, prompt="FINDINGS", state=state, attempt=2)
+    assert make_agent(spec).run(req).status == COMPLETED
+    assert (ws / "seen.txt").read_text() == "Do the thing.\n\nFINDINGS"

@@ -16,9 +16,10 @@
   `model_response` per `token_usage_record` (per-call usage), one `tool_call` per
   `function_call`, one `tool_result` per `function_call_output`; the rollout is copied into
   the evidence redacted.
-* Usage: `turn.completed` usage (OpenAI counts cached input inside `input_tokens`, so uncached
-  input = input - cached) priced from prices.yaml; when killed before that, the per-call
-  records of the rollout so far.
+* Usage: the rollout's per-call `token_usage_record`s of this attempt (OpenAI counts cached
+  input inside `input_tokens`, so uncached input = input - cached) priced from prices.yaml —
+  also what was spent so far when the CLI is killed; `turn.completed` (cumulative over a
+  resumed thread) only when there is no rollout.
 """
 
 from __future__ import annotations
@@ -153,15 +154,16 @@ class Codex(CliContract):
                 err = ev.get("error") if isinstance(ev.get("error"), dict) else ev
                 report.errors.append(str(err.get("message") or err))
         calls = self._rollout_events(at, report)
-        if saw_usage:
-            report.usage = priced_usage(
-                at.prices, self.spec.model, max(inp - cached, 0), out, cached, 0
-            )
-        elif calls:
+        if calls:
+            # Per call, this attempt only (a resumed thread's turn.completed is cumulative).
             total = None
             for call in calls:
                 total = call if total is None else total + call
             report.usage = total
+        elif saw_usage:
+            report.usage = priced_usage(
+                at.prices, self.spec.model, max(inp - cached, 0), out, cached, 0
+            )
         return report
 
     def _rollout_events(self, at: Attempt, report: Report) -> list[Any]:
