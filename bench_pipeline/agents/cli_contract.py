@@ -187,7 +187,7 @@ def run_attempt(contract: CliContract, request: AgentRequest) -> AgentResult:
         session_id=session_id,
         state=st.setdefault(contract.name, {}),
         prompt_file=evidence / f"prompt-attempt{n}.md",
-        usage_file=run_dir / f"usage-attempt{n}.json",
+        usage_file=evidence / f"usage-attempt{n}.json",  # numbers only: kept as evidence
         events_file=run_dir / f"events-attempt{n}.jsonl",
     )
     at.prompt_file.write_text(at.prompt, encoding="utf-8")
@@ -219,6 +219,9 @@ def run_attempt(contract: CliContract, request: AgentRequest) -> AgentResult:
     log = evidence / f"agent-attempt{n}.log"
     log.write_text(request.transcript.redact(res.output), encoding="utf-8")
     report = contract.read(res.output, at)
+    if at.usage_file.exists():  # the agent wrote it; keep it, but never a secret in it
+        raw = at.usage_file.read_text(encoding="utf-8", errors="replace")
+        at.usage_file.write_text(request.transcript.redact(raw), encoding="utf-8")
     for event in report.events:
         name = event.get("event")
         if name in TRANSCRIPT_EVENTS:
