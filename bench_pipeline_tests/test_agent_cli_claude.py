@@ -348,3 +348,40 @@ def test_transcript_has_per_call_usage(tmp_path: Path) -> None:
     assert outs == [77, 33]
     results = [e for e in events if e["event"] == "tool_result"]
     assert len(results) == 1 and "hi" in json.dumps(results[0]["content"])
+
+
+def test_preflight_names_the_fix_when_the_cli_cannot_run(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    broken = bindir / "claude"
+    broken.write_text("#!/nonexistent/interpreter\n")  # installed, but cannot start
+    broken.chmod(0o755)
+    spec = make_spec("command", preset="claude-code", env=("ANTHROPIC_API_KEY",))
+    with pytest.raises(BenchInputError, match=r"fails as uid \d+.*make cli-agents"):
+        make_agent(spec).preflight({"PATH": str(bindir), "ANTHROPIC_API_KEY": "x"})
+
+
+def test_restricted_tools_and_a_cost_disagreement_is_flagged(tmp_path: Path) -> None:
+    from bench_pipeline.formats.model import Prices
+
+    offered: list[set[str]] = []
+
+    def brain(req: Recorded) -> Turn:
+        if req.body.get("tools"):
+            offered.append({t["name"] for t in req.body["tools"]})
+        return text("done", input_tokens=1000, output_tokens=100)
+
+    with AnthropicServer(brain) as server:
+        spec, env = _agent_request(tmp_path, server, tools=("read_file", "write_file"))
+        spec = spec.with_overrides(model="claude-sonnet-4-6")
+        ws = git_workspace(tmp_path)
+        req = make_request(tmp_path, spec, workspace=ws, env=env)
+        # Our price list says $1/M for everything; Claude Code knows the list price.
+        req.prices = Prices({"claude-sonnet-4-6": {"input": 1.0, "output": 1.0}})
+        result = make_agent(spec).run(req)
+    assert result.status == COMPLETED, result.error
+    assert offered == [{"Read", "Write"}]
+    assert result.usage.cost_usd == pytest.approx(1100 / 1e6)  # prices.yaml wins
+    (flag,) = [e for e in transcript_events(req) if e["event"] == "cost_disagreement"]
+    assert flag["priced_cost_usd"] == pytest.approx(1100 / 1e6)
+    assert flag["cli_cost_usd"] > flag["priced_cost_usd"]

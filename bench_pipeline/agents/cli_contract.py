@@ -54,6 +54,7 @@ STATE_KEY = "cli_agent"
 PRESETS = KindRegistry("command preset", "bench_pipeline.agents.presets", "name")
 # A cost the CLI reports itself may differ from ours by rounding only.
 COST_TOLERANCE = 1e-6
+PREFLIGHT_SECONDS = 60.0
 
 
 def tail(text: str, chars: int = ERROR_TAIL_CHARS) -> str:
@@ -325,6 +326,20 @@ def executable_problem(exe: str, environ: dict[str, str]) -> str | None:
     if shutil.which(exe, path=path) is None:
         return f"executable '{exe}' not found on PATH"
     return None
+
+
+def cannot_run(exe: str, environ: dict[str, str]) -> str | None:
+    """Why `exe --version` fails for the user running bench (a CLI installed where this user
+    may not execute it, a broken install), or None."""
+    with tempfile.TemporaryDirectory(prefix="bench-preflight-") as home:
+        env = {"PATH": environ.get("PATH", os.environ.get("PATH", "")), "HOME": home}
+        found = shutil.which(exe, path=env["PATH"]) or exe  # the one on *that* PATH
+        res = run_command([found, "--version"], Path(home), env, PREFLIGHT_SECONDS)
+    if res.exit_code == 0:
+        return None
+    who = f"uid {os.geteuid()}" if hasattr(os, "geteuid") else "this user"
+    why = "timed out" if res.timed_out else tail(res.output, 300) or f"exit {res.exit_code}"
+    return f"`{exe} --version` fails as {who}: {why}"
 
 
 def refuse(source: str, key: str, message: str) -> None:

@@ -2,7 +2,8 @@
 
     claude -p --output-format stream-json --verbose --include-partial-messages
            --dangerously-skip-permissions [--model M] [--effort E] [--max-turns N]
-           [--append-system-prompt-file F] [--resume SESSION]        (prompt on stdin)
+           [--append-system-prompt-file F] [--tools T,...] [--resume SESSION]
+                                                                     (prompt on stdin)
 
 * Root: Claude Code refuses `--dangerously-skip-permissions` as root unless `IS_SANDBOX=1`;
   the preset sets it (a trial is the sandbox it asks for).
@@ -11,6 +12,9 @@
 * Skills: each skill file becomes `$CLAUDE_CONFIG_DIR/skills/<name>/SKILL.md` (a user skill,
   with the `name`/`description` front matter Claude Code reads); the system prompt is appended
   to Claude Code's own (replacing it would remove its tool instructions).
+* Tools: the default `tools` list keeps Claude Code's own set; a narrower list maps to
+  `--tools` (list_files -> Glob,Grep; read_file -> Read; write_file -> Write; edit_file ->
+  Edit; run_command -> Bash).
 * Base URL: the agent's `base_url`, else `ANTHROPIC_BASE_URL` when allow-listed in `env`.
 * Transcript: one `model_response` per API message (content from the `assistant` events,
   per-call usage from the raw stream events), one `tool_call` per `tool_use`, one
@@ -32,12 +36,14 @@ from bench_pipeline.agents.cli_contract import (
     Attempt,
     CliContract,
     Report,
+    cannot_run,
     executable_problem,
     json_lines,
     refuse,
     tokens_usage,
 )
 from bench_pipeline.agents.pricing import as_cost, as_int, priced_usage
+from bench_pipeline.formats.model import TOOLS
 
 EXECUTABLE = "claude"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -47,6 +53,14 @@ QUIET = {
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
+}
+# The agent file's tool names (the anthropic agent's) -> Claude Code's built-in tools.
+TOOL_NAMES = {
+    "list_files": ("Glob", "Grep"),
+    "read_file": ("Read",),
+    "write_file": ("Write",),
+    "edit_file": ("Edit",),
+    "run_command": ("Bash",),
 }
 USAGE_KEYS = (
     ("inputTokens", "input_tokens"),
@@ -98,6 +112,9 @@ class ClaudeCode(CliContract):
         if self.spec.effort:
             argv += ["--effort", self.spec.effort]
         argv += ["--max-turns", str(self.spec.max_turns)]
+        if tuple(self.spec.tools) != TOOLS:  # restricted: only the mapped built-in tools
+            names = [n for t in self.spec.tools for n in TOOL_NAMES.get(t, ())]
+            argv += ["--tools", ",".join(names)]
         if self.spec.system_prompt is not None:
             argv += ["--append-system-prompt-file", str(at.home / "bench" / "system-prompt.md")]
         if at.session_id:
@@ -122,6 +139,14 @@ class ClaudeCode(CliContract):
                 "preset",
                 f"{problem}; install Claude Code with `npm install -g "
                 "@anthropic-ai/claude-code` (or `make cli-agents`)",
+            )
+        broken = cannot_run(EXECUTABLE, environ)
+        if broken:
+            refuse(
+                source,
+                "preset",
+                f"{broken}; reinstall it where this user may run it (`npm install -g "
+                "@anthropic-ai/claude-code`, or `make cli-agents`)",
             )
         if self.spec.effort and self.spec.effort not in EFFORTS:
             refuse(source, "effort", f"Claude Code takes effort {', '.join(EFFORTS)}")

@@ -33,6 +33,7 @@ from bench_pipeline.agents.cli_contract import (
     Attempt,
     CliContract,
     Report,
+    cannot_run,
     executable_problem,
     json_lines,
     refuse,
@@ -117,6 +118,14 @@ class Codex(CliContract):
                 "preset",
                 f"{problem}; install Codex CLI with `npm install -g @openai/codex` "
                 "(or `make cli-agents`)",
+            )
+        broken = cannot_run(EXECUTABLE, environ)
+        if broken:
+            refuse(
+                source,
+                "preset",
+                f"{broken}; reinstall it where this user may run it (`npm install -g "
+                "@openai/codex`, or `make cli-agents`)",
             )
         if self.spec.effort and self.spec.effort not in EFFORTS:
             refuse(source, "effort", f"Codex takes effort {', '.join(EFFORTS)}")
