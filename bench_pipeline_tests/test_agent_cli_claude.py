@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_pipeline.agents.base import COMPLETED, MAX_TURNS, make_agent
+from bench_pipeline.agents.base import COMPLETED, MAX_TURNS, TIMEOUT, make_agent
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import FrozenText
 from bench_pipeline.workspace.process import scrubbed_env
@@ -146,11 +146,7 @@ def test_trial_solves_through_claude_tools_resumes_prices_and_keeps_no_secret(
     # The session log is evidence (redacted); the CLI's home is gone with the work area.
     logs = list((bench_home / "evidence").rglob("agent-session/*.jsonl"))
     assert logs and "[REDACTED]" in "".join(p.read_text() for p in logs)
-    assert (
-        not list((bench_home / "work").rglob("agent-home"))
-        if (bench_home / "work").exists()
-        else True
-    )
+    assert not list((bench_home / "work").rglob("agent-home"))
     # The key reached the server and was printed by the agent, yet nothing in the state has it.
     assert any(MARKER in json.dumps(s.request.body) for s in server.served)
     grep = subprocess.run(["grep", "-rl", MARKER, str(bench_home)], capture_output=True, text=True)
@@ -385,3 +381,32 @@ def test_restricted_tools_and_a_cost_disagreement_is_flagged(tmp_path: Path) -> 
     (flag,) = [e for e in transcript_events(req) if e["event"] == "cost_disagreement"]
     assert flag["priced_cost_usd"] == pytest.approx(1100 / 1e6)
     assert flag["cli_cost_usd"] > flag["priced_cost_usd"]
+
+
+def test_killed_after_some_calls_reports_the_usage_so_far(tmp_path: Path) -> None:
+    def brain(req: Recorded) -> Turn:
+        if "tool_result" in json.dumps(req.body.get("messages")):
+            return HANG
+        return tool("Bash", {"command": "echo one", "description": "d"}, output_tokens=50)
+
+    with AnthropicServer(brain) as server:
+        spec, env = _agent_request(tmp_path, server)
+        ws = git_workspace(tmp_path)
+        req = make_request(tmp_path, spec, workspace=ws, env=env, seconds=20)
+        req.work_dir = tmp_path / "work"
+        result = make_agent(spec).run(req)
+    assert result.status == TIMEOUT
+    # The one call that completed: 100 input + 50 output tokens at $3/M and $15/M.
+    assert result.usage.cost_usd == pytest.approx((100 * 3.0 + 50 * 15.0) / 1e6)
+    assert _wait_gone(str(tmp_path / "work"))
+
+
+def _wait_gone(marker: str, seconds: float = 60) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while _live_with(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True

@@ -8,19 +8,21 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from bench_pipeline.agents.base import COMPLETED, make_agent
+from bench_pipeline.agents.base import COMPLETED, TIMEOUT, make_agent
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import FrozenText
 from bench_pipeline.workspace.process import scrubbed_env
 from bench_pipeline_tests.conftest import run_bench
 from bench_pipeline_tests.http_fakes import Recorded
 from bench_pipeline_tests.llm_fakes import HANG, ResponsesServer, Turn, text, tool
-from bench_pipeline_tests.test_agent_cli_claude import _live_with
+from bench_pipeline_tests.test_agent_cli_claude import _live_with, _wait_gone, nobody_can_spawn
 from bench_pipeline_tests.test_agent_support import (
     git_workspace,
     make_request,
@@ -219,3 +221,65 @@ def test_preflight_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(BenchInputError, match="OPENAI_API_KEY"):
         make_agent(make_spec("command", preset="codex")).preflight(dict(os.environ))
     make_agent(spec).preflight({**os.environ, "OPENAI_API_KEY": "x"})
+
+
+def test_killed_after_some_calls_reports_the_usage_so_far(tmp_path: Path) -> None:
+    def brain(req: Recorded) -> Turn:
+        if "function_call_output" in json.dumps(req.body.get("input")):
+            return HANG
+        return tool("exec_command", {"cmd": "echo one"}, output_tokens=50)
+
+    with ResponsesServer(brain) as server:
+        spec, env = _spec_env(server)
+        ws = git_workspace(tmp_path)
+        req = make_request(tmp_path, spec, workspace=ws, env=env, seconds=20)
+        req.work_dir = tmp_path / "work"
+        result = make_agent(spec).run(req)
+    assert result.status == TIMEOUT
+    # The one call that completed: 100 input + 50 output tokens at $1.25/M and $10/M.
+    assert result.usage.cost_usd == pytest.approx((100 * 1.25 + 50 * 10.0) / 1e6)
+    assert _wait_gone(str(tmp_path / "work"))
+
+
+def test_works_as_an_unprivileged_user(example: Path) -> None:
+    """The whole harness as `nobody`, Codex included."""
+    if os.geteuid() != 0:
+        pytest.skip("already unprivileged: the other tests cover it")
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) missing")
+    shared = Path(tempfile.mkdtemp(prefix="bench-nobody-"))
+    try:
+        shutil.copytree(example, shared / "example", symlinks=True)
+        factory = shared / "example" / "factory"
+        add_codex_agent(factory)
+        home = shared / "home"
+        home.mkdir()
+        coder = Coder(_solved_files(example))
+        with ResponsesServer(coder) as server:
+            launch = _launch(
+                factory,
+                "cx-nobody",
+                f"  - {{id: cx, agent: codex, base_url: '{server.url}', max_iterations: 2}}",
+            )
+            subprocess.run(["chown", "-R", "nobody:", str(shared)], check=True)
+            shared.chmod(0o755)
+            env = {
+                "PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(home),
+                "OPENAI_API_KEY": MARKER, "PYTHONPATH": str(Path(__file__).parents[1]),
+                "DAGSTER_HOME": str(home / "dagster_home"), "DAGSTER_DISABLE_TELEMETRY": "1",
+            }  # fmt: skip
+            argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+                    sys.executable, "-m", "bench_pipeline.cli.main", "--home", str(home),
+                    "run", str(launch), "--json"]  # fmt: skip
+            proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (row,) = json.loads(proc.stdout)["config_table"]
+        assert row["avg_iterations"] == 2.0, proc.stderr[-3000:]
+        assert coder.attempt2_first is not None
+        if nobody_can_spawn(sys.executable):
+            assert row["score_checks"] == 1.0, proc.stderr[-3000:]
+        assert row["avg_cost_usd"] == pytest.approx(expected_cost(server), rel=1e-9)
+        grep = subprocess.run(["grep", "-rl", MARKER, str(home)], capture_output=True, text=True)
+        assert grep.returncode == 1, grep.stdout
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
