@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench_pipeline.agents.base import COMPLETED, MAX_TURNS, TIMEOUT, make_agent
+from bench_pipeline.agents.base import BUDGET, COMPLETED, MAX_TURNS, TIMEOUT, make_agent
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.formats.model import FrozenText
+from bench_pipeline.formats.model import FrozenText, Prices
 from bench_pipeline.workspace.process import scrubbed_env
 from bench_pipeline_tests.conftest import run_bench
 from bench_pipeline_tests.http_fakes import Recorded
@@ -358,8 +358,6 @@ def test_preflight_names_the_fix_when_the_cli_cannot_run(tmp_path: Path) -> None
 
 
 def test_restricted_tools_and_a_cost_disagreement_is_flagged(tmp_path: Path) -> None:
-    from bench_pipeline.formats.model import Prices
-
     offered: list[set[str]] = []
 
     def brain(req: Recorded) -> Turn:
@@ -410,3 +408,20 @@ def _wait_gone(marker: str, seconds: float = 60) -> bool:
             return False
         time.sleep(0.5)
     return True
+
+
+def test_budget_is_passed_down_and_its_stop_is_a_budget_failure(tmp_path: Path) -> None:
+    def brain(req: Recorded) -> Turn:
+        return tool("Bash", {"command": "echo x", "description": "d"}, input_tokens=100_000)
+
+    with AnthropicServer(brain) as server:
+        spec, env = _agent_request(tmp_path, server, budget_usd=0.5, max_turns=20)
+        spec = spec.with_overrides(model="claude-sonnet-4-6")
+        ws = git_workspace(tmp_path)
+        req = make_request(tmp_path, spec, workspace=ws, env=env)
+        req.prices = Prices({"claude-sonnet-4-6": {"input": 3.0, "output": 15.0}})
+        result = make_agent(spec).run(req)
+    assert result.status == BUDGET, result.error
+    # Each call costs $0.3003 (100k in, 20 out): Claude Code stops after the second.
+    assert len(server.served) == 2
+    assert result.usage.cost_usd == pytest.approx(2 * (100_000 * 3.0 + 20 * 15.0) / 1e6)

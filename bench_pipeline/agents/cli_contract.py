@@ -118,6 +118,7 @@ class Report:
     answer: str | None = None
     errors: list[str] = field(default_factory=list)  # the CLI said it failed
     max_turns: bool = False  # the CLI stopped at its turn limit
+    budget: bool = False  # the CLI stopped at the spending limit it was given
     cli_cost_usd: float | None = None  # the CLI's own cost figure for this attempt
 
 
@@ -251,6 +252,11 @@ def run_attempt(contract: CliContract, request: AgentRequest) -> AgentResult:
         status, error = TIMEOUT, f"killed after {timeout:.1f}s (trial deadline)"
     elif res.cancelled:
         status, error = ERROR, "cancelled"
+    elif report.budget:
+        status, error = (
+            BUDGET,
+            f"the CLI stopped at the remaining budget of ${contract.spec.budget_usd}",
+        )
     elif report.max_turns:
         status, error = MAX_TURNS, f"the CLI stopped at max_turns={contract.spec.max_turns}"
     elif res.exit_code != 0:

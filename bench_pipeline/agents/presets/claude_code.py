@@ -2,7 +2,8 @@
 
     claude -p --output-format stream-json --verbose --include-partial-messages
            --dangerously-skip-permissions [--model M] [--effort E] [--max-turns N]
-           [--append-system-prompt-file F] [--tools T,...] [--resume SESSION]
+           [--append-system-prompt-file F] [--tools T,...] [--max-budget-usd LEFT]
+           [--resume SESSION]
                                                                      (prompt on stdin)
 
 * Root: Claude Code refuses `--dangerously-skip-permissions` as root unless `IS_SANDBOX=1`;
@@ -70,6 +71,12 @@ USAGE_KEYS = (
 )
 
 
+def remaining_budget(budget: float | None, spent: float | None) -> float | None:
+    if budget is None:
+        return None
+    return max(budget - (spent or 0.0), 0.0)
+
+
 def skill_name(path: str) -> str:
     stem = Path(path).stem.lower()
     return re.sub(r"[^a-z0-9-]+", "-", stem).strip("-") or "skill"
@@ -117,6 +124,10 @@ class ClaudeCode(CliContract):
             argv += ["--tools", ",".join(names)]
         if self.spec.system_prompt is not None:
             argv += ["--append-system-prompt-file", str(at.home / "bench" / "system-prompt.md")]
+        left = remaining_budget(self.spec.budget_usd, at.request.spent_usd)
+        if left is not None:
+            # A safety net priced by Claude Code itself; our own check uses prices.yaml.
+            argv += ["--max-budget-usd", f"{left:.6f}"]
         if at.session_id:
             argv += ["--resume", at.session_id]
         return argv
@@ -250,6 +261,8 @@ class ClaudeCode(CliContract):
         subtype = str(res.get("subtype") or "")
         if subtype == "error_max_turns":
             report.max_turns = True
+        elif subtype == "error_max_budget_usd":
+            report.budget = True
         elif res.get("is_error") or subtype.startswith("error"):
             report.errors.append(str(text or subtype or "is_error"))
         # Resumed sessions report cumulative totals: subtract what earlier attempts reported.
