@@ -69,6 +69,9 @@ class Codex(CliContract):
         if self.spec.system_prompt is not None:
             lines.append(f"developer_instructions = {toml_string(self.spec.system_prompt.text)}")
         url = self.base_url(at)
+        # No usage analytics or feedback uploads: a trial talks only to its model API. (Tables
+        # go last: a bare key after a table header would belong to the table.)
+        tables = ["[analytics]", "enabled = false", "[feedback]", "enabled = false"]
         if url:
             url = url.rstrip("/")
             url = url if url.endswith("/v1") else f"{url}/v1"
@@ -80,7 +83,7 @@ class Codex(CliContract):
                 f'env_key = "{KEY_ENV}"',
                 'wire_api = "responses"',
             ]
-        (home / "config.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (home / "config.toml").write_text("\n".join(lines + tables) + "\n", encoding="utf-8")
         for skill in self.spec.skills:
             name = skill_name(skill.path)
             folder = home / "skills" / name
