@@ -425,3 +425,12 @@ def test_budget_is_passed_down_and_its_stop_is_a_budget_failure(tmp_path: Path) 
     # Each call costs $0.3003 (100k in, 20 out): Claude Code stops after the second.
     assert len(server.served) == 2
     assert result.usage.cost_usd == pytest.approx(2 * (100_000 * 3.0 + 20 * 15.0) / 1e6)
+
+
+def test_text_task_answer_is_the_result_text(tmp_path: Path) -> None:
+    with AnthropicServer(lambda req: text("The answer is 42.")) as server:
+        spec, env = _agent_request(tmp_path, server)
+        req = make_request(tmp_path, spec, env=env)  # no workspace: a text task
+        result = make_agent(spec).run(req)
+    assert result.status == COMPLETED, result.error
+    assert result.answer == "The answer is 42."

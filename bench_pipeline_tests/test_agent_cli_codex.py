@@ -283,3 +283,12 @@ def test_works_as_an_unprivileged_user(example: Path) -> None:
         assert grep.returncode == 1, grep.stdout
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_text_task_answer_is_the_last_agent_message(tmp_path: Path) -> None:
+    with ResponsesServer(lambda req: text("The answer is 42.")) as server:
+        spec, env = _spec_env(server)
+        req = make_request(tmp_path, spec, env=env)  # no workspace: a text task
+        result = make_agent(spec).run(req)
+    assert result.status == COMPLETED, result.error
+    assert result.answer == "The answer is 42."
