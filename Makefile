@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXAMPLE := data/example/factory
 
-.PHONY: install demo test lint system-deps
+.PHONY: install demo test lint system-deps cli-agents
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,11 +29,27 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null; \
 	else echo "install chromium and redis-server to run the browser and celery tests"; fi
 
+# The real CLI agents the command presets drive (tests run them against servers on 127.0.0.1),
+# at exact versions: their flags and JSON output are what the presets parse. Node/npm from
+# Debian when missing.
+CLAUDE_CODE_VERSION := 2.1.332
+CODEX_VERSION := 0.171.0
+cli-agents:
+	@if ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "install node and npm to run the Claude Code and Codex CLI tests"; exit 0; fi; \
+	fi
+	@if claude --version 2>/dev/null | grep -qx '$(CLAUDE_CODE_VERSION) (Claude Code)' && \
+	   codex --version 2>/dev/null | grep -qx 'codex-cli $(CODEX_VERSION)'; then :; \
+	else npm install -g --no-fund --no-audit @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) \
+	  @openai/codex@$(CODEX_VERSION); fi
+
 # ruff, then the package layering (import-linter contracts in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 
-test: install system-deps lint
+test: install system-deps cli-agents lint
 	$(BIN)/python -m pytest -q

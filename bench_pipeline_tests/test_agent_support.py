@@ -85,6 +85,7 @@ def make_request(
         prices=PRICES,
         env=env if env is not None else scrubbed_env(),
         state=state if state is not None else {},
+        work_dir=tmp_path / "work",  # as the runner gives: a CLI agent's home goes here
     )
 
 

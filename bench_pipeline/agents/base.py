@@ -80,6 +80,9 @@ class AgentRequest:
     env: dict[str, str]  # scrubbed environment plus the agent's allow-listed variables
     state: dict[str, Any] = field(default_factory=dict)  # carried across attempts of one trial
     cancelled: Callable[[], bool] = lambda: False
+    # This trial's private work area (beside the workspace), removed after the trial: where an
+    # agent keeps what must not become evidence (a CLI's home, config and session files).
+    work_dir: Path | None = None
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()

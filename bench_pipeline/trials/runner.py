@@ -137,8 +137,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     try:
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
-        if state.workspace is not None and not ctx.keep_workspaces:
-            remove_workspace(state.workspace.parent, up_to=ctx.work_root)
+        if state.work_dir is not None and not ctx.keep_workspaces:
+            remove_workspace(state.work_dir, up_to=ctx.work_root)
     if ctx.on_trial_done:
         ctx.on_trial_done(outcome.row, outcome.checks)
     return outcome
@@ -160,6 +160,7 @@ class _TrialState:
         self.input_hashes = ctx.taskset.input_hashes.get(spec.task.id, {})
         self.home = trial_dir / "home"
         self.workspace: Path | None = None
+        self.work_dir: Path | None = None  # the trial's work area (workspace, agent home)
         self.usage = Usage()
         self.answer_model: str | None = None  # the model that answered, when the agent says
         self.outcome = OUTCOME_SUCCEEDED
@@ -186,15 +187,16 @@ class _TrialState:
             return
         self.home.mkdir()
         snapshot_inputs(self.ctx.suite_dir, self.input_hashes, self.inputs_dir)
+        ws_root = (
+            self.ctx.work_root
+            / self.ctx.run_id
+            / task.id
+            / self.spec.config.id
+            / f"rep{self.spec.repetition}"
+        )
+        self.work_dir = ws_root
         if not task.is_text:
             assert task.repo and task.base_sha
-            ws_root = (
-                self.ctx.work_root
-                / self.ctx.run_id
-                / task.id
-                / self.spec.config.id
-                / f"rep{self.spec.repetition}"
-            )
             self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
             self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
@@ -251,6 +253,7 @@ class _TrialState:
             env=env,
             state=state,
             cancelled=self.ctx.cancelled,
+            work_dir=self.work_dir,
         )
         t0 = time.monotonic()
         self.transcript.write("attempt_start", attempt=attempt, prompt=prompt)
