@@ -30,14 +30,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = 0
     for suite, tasks in factory.suites:
         taskset = freeze(suite.name, suite.directory, tuple(tasks))
-        for v in validate_reference(taskset, suite.directory, args.parallel):
+        results = validate_reference(
+            taskset, suite.directory, args.parallel, args.repeat, suite.prepare_commands
+        )
+        for v in results:
             base = " ".join(f"{k}={s}" for k, s in v.base.items())
             ref = " ".join(f"{k}={s}" for k, s in v.reference.items())
+            spec = taskset.task(v.task_id).tests
+            tests = f" ({v.tests_summary(spec)})" if spec is not None else ""
             if v.ok:
-                print(f"ok    {suite.name}/{v.task_id}: base [{base}] -> reference [{ref}]")
+                print(f"ok    {suite.name}/{v.task_id}: base [{base}] -> reference [{ref}]{tests}")
             else:
                 failed += 1
                 print(f"FAIL  {suite.name}/{v.task_id}: {'; '.join(v.problems)}")
+            if v.flaky:
+                print(
+                    f"      flaky over {v.repeat} runs (not graded; list them in tests.flaky): "
+                    + ", ".join(v.flaky)
+                )
     if failed:
         print(f"{failed} task(s) failed reference validation", file=sys.stderr)
         return common.EXIT_FAILED
@@ -178,6 +188,13 @@ def register(add: common.AddCommand) -> None:
         help="each task must fail on its base and pass with its reference patch",
     )
     v.add_argument("--parallel", type=int, default=2, help="tasks validated at once (default 2)")
+    v.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with --reference: run each phase K times; tests with mixed outcomes are flaky",
+    )
 
     e = add("estimate", cmd_estimate)
     e.add_argument("launch")

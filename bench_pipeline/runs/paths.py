@@ -32,6 +32,11 @@ class BenchPaths:
     def work_root(self) -> Path:
         return self.home / "work"
 
+    @property
+    def prepare_cache(self) -> Path:
+        """Caches of `prepare` commands, one folder per key (see trials.prepare)."""
+        return self.home / "cache" / "prepare"
+
     def cancel_flag(self, run_id: str) -> Path:
         return self.home / "cancel" / run_id
 

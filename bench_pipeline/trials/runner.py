@@ -23,7 +23,7 @@ from bench_pipeline.agents import make_agent
 from bench_pipeline.agents.base import BUDGET, COMPLETED, MAX_TURNS, TIMEOUT, AgentRequest, Usage
 from bench_pipeline.agents.offline import NotApplicable
 from bench_pipeline.agents.transcript import Transcript
-from bench_pipeline.formats.model import Check, Config, Prices, Task
+from bench_pipeline.formats.model import Check, Config, Prices, Task, findings_mode
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.formats.vocabulary import (
     OUTCOME_AGENT_ERROR,
@@ -34,7 +34,8 @@ from bench_pipeline.formats.vocabulary import (
     OUTCOME_SUCCEEDED,
     OUTCOME_WORKSPACE_ERROR,
 )
-from bench_pipeline.workspace.process import CommandResult, run_command, scrubbed_env
+from bench_pipeline.scorers import tests as repo_tests
+from bench_pipeline.workspace.process import CommandResult, grader_env, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
     WorkspaceError,
     create_workspace,
@@ -81,6 +82,9 @@ class TrialContext:
     # returns is stored under "finalize" in the trial's metadata.json.
     finalize_workspace: Callable[[Path, TrialSpec], dict[str, Any]] | None = None
     on_trial_done: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
+    # Called with the trial row and its per-test rows (TEST_RESULTS) before on_trial_done.
+    on_test_results: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
+    prepare_cache: Path | None = None  # where prepare caches live (None: no cache)
 
     def secrets(self) -> list[str]:
         return [v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)]
@@ -90,6 +94,7 @@ class TrialContext:
 class TrialOutcome:
     row: dict[str, Any]  # a TRIALS row
     checks: list[dict[str, Any]]  # CHECK_RESULTS rows (every attempt)
+    tests: list[dict[str, Any]] = field(default_factory=list)  # TEST_RESULTS rows
 
 
 def run_trials(
@@ -127,6 +132,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     finally:
         if state.workspace is not None and not ctx.keep_workspaces:
             remove_workspace(state.workspace.parent)
+    if ctx.on_test_results and outcome.tests:
+        ctx.on_test_results(outcome.row, outcome.tests)
     if ctx.on_trial_done:
         ctx.on_trial_done(outcome.row, outcome.checks)
     return outcome
@@ -160,6 +167,10 @@ class _TrialState:
         self.final_checks: list[dict[str, Any]] = []
         self.answer: str | None = None
         self.turns: list[dict[str, Any]] = []
+        self.hidden_dir = trial_dir / "hidden-tests"  # outside the workspace
+        self.hidden_hashes: dict[str, str] = {}
+        self.test_rows: list[dict[str, Any]] = []
+        self.final_tests: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------- steps
 
@@ -183,6 +194,10 @@ class _TrialState:
                 / f"rep{self.spec.repetition}"
             )
             self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
+            if task.tests is not None:
+                self.hidden_hashes = repo_tests.materialize(
+                    task.tests, self.inputs_dir, task.repo, self.hidden_dir
+                )
             self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
@@ -195,7 +210,7 @@ class _TrialState:
             self.iterations = attempt
             if not self._run_agent(agent, attempt, prompt, state):
                 return
-            if task.is_text or not task.checks:
+            if task.is_text or not (task.checks or task.tests):
                 return
             checks = self._grade(attempt)
             if self.outcome != OUTCOME_SUCCEEDED:
@@ -203,22 +218,28 @@ class _TrialState:
             failing = [c for c in checks if c["status"] != PASSED]
             if not failing or attempt == self.agent_spec.max_iterations or not agent.takes_feedback:
                 return
-            prompt = findings_prompt(failing)
+            prompt = findings_prompt(failing, findings_mode(task))
             self.transcript.write("findings", attempt=attempt, prompt=prompt)
 
     def _prepare(self) -> None:
-        env = scrubbed_env(home=self.home)
-        for i, argv in enumerate(self.ctx.prepare_commands):
-            result = run_command(
-                list(argv), self.workspace, env, max(self.deadline - time.monotonic(), 1)
-            )  # type: ignore[arg-type]
-            self._write(f"prepare-{i + 1}.log", result.output)
-            if result.exit_code != 0:
-                self._set(
-                    OUTCOME_WORKSPACE_ERROR,
-                    f"prepare command {list(argv)} exited {result.exit_code}",
-                )
-                return
+        from bench_pipeline.trials.prepare import run_prepare
+
+        task = self.spec.task
+        assert self.workspace is not None and task.repo and task.base_sha
+        result = run_prepare(
+            (*self.ctx.prepare_commands, *task.prepare),
+            self.workspace,
+            self.home,
+            self.dir,
+            self.deadline,
+            task.repo,
+            task.base_sha,
+            self.ctx.prepare_cache,
+            redact=self.transcript.redact,
+            cancelled=self.ctx.cancelled,
+        )
+        if not result.ok:
+            self._set(OUTCOME_WORKSPACE_ERROR, result.error or "prepare failed")
 
     def _run_agent(self, agent: Any, attempt: int, prompt: str, state: dict[str, Any]) -> bool:
         """One attempt of the agent; False when the trial ends here (failure or not applicable)."""
@@ -293,6 +314,8 @@ class _TrialState:
         if not self._inputs_intact("before grading"):
             return []
         checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
+        if self.spec.task.tests is not None:
+            checks.append(self._run_tests(attempt))
         self.grading_seconds += time.monotonic() - t0
         if not self._inputs_intact("after grading"):
             return []
@@ -312,6 +335,7 @@ class _TrialState:
             "exit_code": result.exit_code,
             "timed_out": result.timed_out,
             "duration_seconds": round(result.duration_seconds, 4),
+            "reason": check_reason(check, result, status),
             "output": self.transcript.redact(result.output[-FINDING_OUTPUT_CHARS:]),
             "log": log,
         }
@@ -327,8 +351,65 @@ class _TrialState:
         )
         return row
 
+    def _run_tests(self, attempt: int) -> dict[str, Any]:
+        """The task's `tests` criterion, as one check row (id `tests`) plus per-test rows."""
+        spec = self.spec.task.tests
+        assert spec is not None and self.workspace is not None
+        run = repo_tests.run_tests(
+            spec,
+            self.workspace,
+            self.hidden_dir,
+            self.hidden_hashes,
+            self.home,
+            self.dir / f"attempt{attempt}" / "tests",
+            self.ctx.cancelled,
+        )
+        log = f"attempt{attempt}/tests/output.log"
+        self._write(log, run.output)
+        summary = run.summary()
+        self.final_tests = summary
+        self._write(f"attempt{attempt}/tests/results.json", json.dumps(summary, indent=2))
+        for t in run.tests:
+            self.test_rows.append(
+                {
+                    "attempt": attempt,
+                    "test_id": t["test_id"],
+                    "list": t["list"],
+                    "outcome": t["outcome"],
+                    "duration_seconds": t["duration_seconds"],
+                }
+            )
+        findings = repo_tests.describe_for_findings(summary, "full")
+        row = {
+            "id": repo_tests.TESTS_CHECK_ID,
+            "description": (
+                f"the repository's tests: {len(spec.fail_to_pass)} must go from failing to "
+                f"passing, {len(spec.pass_to_pass)} must keep passing"
+            ),
+            "status": run.status,
+            "exit_code": run.exit_code,
+            "timed_out": run.timed_out,
+            "duration_seconds": run.duration_seconds,
+            "reason": run.reason,
+            "output": self.transcript.redact(f"{run.reason}\n{findings}"[-FINDING_OUTPUT_CHARS:]),
+            "names_output": repo_tests.describe_for_findings(summary, "names"),
+            "log": log,
+        }
+        self.check_rows.append(
+            {
+                "check_id": row["id"],
+                "attempt": attempt,
+                "status": run.status,
+                "exit_code": run.exit_code,
+                "timed_out": run.timed_out,
+                "duration_seconds": run.duration_seconds,
+            }
+        )
+        return row
+
     def _inputs_intact(self, when: str) -> bool:
         changed = changed_inputs(self.inputs_dir, self.input_hashes)
+        changed += repo_tests.changed_hidden(self.hidden_dir, self.hidden_hashes)
         if changed:
             self._set(OUTCOME_INVALIDATED, f"grader integrity: {', '.join(changed)} changed {when}")
             self.transcript.write("invalidated", files=changed, when=when)
@@ -371,6 +452,8 @@ class _TrialState:
         if self.turns:
             self._write("turns.json", json.dumps(self.turns, indent=2, default=str))
         self._write("checks.json", json.dumps(self.final_checks, indent=2))
+        if self.final_tests is not None:  # tests fixed / still failing / broken, final attempt
+            self._write(repo_tests.EVIDENCE_FILE, json.dumps(self.final_tests, indent=2))
         self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
         usage = self.usage
         cost, unknown = usage.cost_usd, usage.cost_unknown_reason
@@ -428,7 +511,9 @@ class _TrialState:
         }
         self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]
-        return TrialOutcome(row, checks)
+        keys = {k: row[k] for k in ("run_id", "trial_id", "task_id", "config_id", "repetition")}
+        tests = [{**keys, **t} for t in self.test_rows]
+        return TrialOutcome(row, checks, tests)
 
 
 def substitute(argv: Iterable[str], inputs: Path, workspace: Path | None) -> list[str]:
@@ -452,28 +537,56 @@ def execute_check(
     """Run one deterministic check in the workspace; returns its result and status."""
     argv = substitute(check.command, inputs=inputs_dir, workspace=workspace)
     result = run_command(
-        argv, workspace, scrubbed_env(home=home), check.timeout_seconds, cancelled=cancelled
+        argv, workspace, grader_env(home, check.env), check.timeout_seconds, cancelled=cancelled
     )
-    return result, check_status(result.exit_code)
+    return result, check_status(result.exit_code, check.passed_codes, check.failed_codes)
 
 
-def check_status(exit_code: int | None) -> str:
-    """0 = passed, 1 = the behaviour is absent, anything else (or a timeout) = grader fault."""
-    if exit_code == 0:
+def check_status(
+    exit_code: int | None, passed: tuple[int, ...] = (0,), failed: tuple[int, ...] = (1,)
+) -> str:
+    """The check's declared codes (default 0 = passed, 1 = the behaviour is absent); any other
+    code, a timeout or a command that cannot start = grader fault (inconclusive)."""
+    if exit_code in passed:
         return PASSED
-    if exit_code == 1:
+    if exit_code in failed:
         return FAILED
     return INCONCLUSIVE
 
 
-def findings_prompt(failing: list[dict[str, Any]]) -> str:
-    """What the agent is told after a failed attempt: the concrete failing checks."""
+def check_reason(check: Check, result: CommandResult, status: str) -> str:
+    """Why a check ended as it did, in words that name the grader fault when there is one."""
+    if result.cancelled:
+        return "cancelled while the check ran"
+    if result.timed_out:
+        return f"timed out after {check.timeout_seconds:g} s (grader fault)"
+    if result.exit_code is None:
+        first = result.output.strip().splitlines()[0] if result.output.strip() else "not started"
+        return f"grader fault: {first}"
+    if status == INCONCLUSIVE:
+        return (
+            f"exit {result.exit_code} is neither a passed code {list(check.passed_codes)} nor "
+            f"a failed code {list(check.failed_codes)} (grader fault)"
+        )
+    return f"exit {result.exit_code}"
+
+
+def findings_prompt(failing: list[dict[str, Any]], mode: str = "full") -> str:
+    """What the agent is told after a failed attempt (`findings`): the failing checks with their
+    output (`full`), their ids and descriptions only (`names`; failing test ids for `tests`),
+    or only that the attempt failed (`none`)."""
     lines = [
         "Your previous attempt did not pass these acceptance checks. Fix the code and try again.",
         "",
     ]
+    if mode == "none":
+        return lines[0]
     for c in failing:
         lines.append(f"- {c['id']} ({c['status']}): {c['description']}")
+        if mode == "names":
+            if c.get("names_output"):
+                lines.append(c["names_output"])
+            continue
         output = (c.get("output") or "").strip()
         if output:
             lines.append("  output:\n    " + output[-FINDING_OUTPUT_CHARS:].replace("\n", "\n    "))

@@ -1,0 +1,435 @@
+"""Grading with a repository's own tests, on real third-party code: inflection 0.5.1 from its
+PyPI sdist (vendored, sha256-checked), with `dasherize` reverted and its upstream tests as
+FAIL_TO_PASS. Everything runs through the real CLI, git, pytest, Dagster and DuckDB; the agents
+are `kind: command` scripts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline_tests import inflection_repo as infl
+from bench_pipeline_tests.conftest import run_bench
+
+pytestmark = pytest.mark.slow
+
+# Every agent first looks for the hidden tests anywhere in its workspace and exits 3 (an agent
+# error, visible as the trial's outcome) if it finds them.
+LOOK = """
+import os, pathlib, sys
+ws = pathlib.Path.cwd()
+for path in ws.rglob("*.py"):
+    if ".git" in path.parts or ".venv" in path.parts:
+        continue
+    text = path.read_text(errors="replace")
+    if path.name in ("test_inflection.py", "test_flaky_counter.py") or "def test_dasherize" in text:
+        print(f"hidden test visible to the agent: {path}")
+        sys.exit(3)
+module = ws / "inflection" / "__init__.py"
+source = module.read_text()
+prompt = pathlib.Path(sys.argv[1]).read_text() if len(sys.argv) > 1 else ""
+"""
+AGENTS = {
+    "fix": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
+    "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))",
+    "syntax": "module.write_text(source + '\\ndef broken(:\\n')",
+    # fixes dasherize, breaks humanize (PASS_TO_PASS), on every attempt
+    "breaker": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
+    "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1).replace("
+    '"word = re.sub(r\\"_id$\\", \\"\\", word)", "return word", 1))',
+    # does nothing on its first attempt, fixes on the second (prepare must not run again)
+    "late": "if 'previous attempt' in prompt:\n"
+    '    module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
+    "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
+    "import subprocess\n"
+    "venv = ws / '.venv' / 'bin' / 'python'\n"
+    "out = subprocess.run([str(venv), '-c', 'import inflection, sys; print(sys.prefix)'],"
+    " capture_output=True, text=True, cwd='/')\n"
+    "if out.returncode != 0 or '.venv' not in out.stdout:\n"
+    "    print('the prepared venv has no inflection', out.stdout, out.stderr)\n"
+    "    sys.exit(4)",
+}
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def make_factory(tmp: Path, repo: Path, base: str, fix: str, upstream_tests: Path) -> Path:
+    factory = tmp / "factory"
+    for name, body in AGENTS.items():
+        script = _write(tmp / "agents-src" / f"{name}.py", LOOK + body + "\n")
+        _write(
+            factory / "agents" / f"{name}.yaml",
+            f"kind: command\ncommand: [python, '{script}', '{{prompt_file}}']\n"
+            "timeout_seconds: 300\n",
+        )
+    _write(factory / "agents" / "oracle.yaml", "kind: reference\n")
+    suite = factory / "benchmarks" / "infl"
+    _write(suite / "suite.yaml", f"title: inflection\nagent: fix\nrepo: {repo}\n")
+    graders = suite / "graders" / "upstream"
+    _write(graders / infl.TEST_MODULE, upstream_tests.read_text())
+    patch = subprocess.run(
+        ["git", "diff", base, fix, "--", "inflection/__init__.py"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    _write(suite / "references" / "dasherize.patch", patch)
+    task = {
+        "title": "dasherize replaces underscores",
+        "base_ref": base,
+        "prompt": "inflection.dasherize('puni_puni') returns 'puni_puni'; it must return "
+        "'puni-puni'.",
+        "tests": {
+            "dir": "graders/upstream",
+            "files": [infl.TEST_MODULE],
+            "fail_to_pass": list(infl.DASHERIZE_IDS),
+            "pass_to_pass": [*infl.HUMANIZE_IDS, *infl.OTHER_P2P],
+        },
+    }
+    _write(suite / "tasks" / "dasherize.yaml", yaml.safe_dump(task, sort_keys=False))
+    return factory
+
+
+def launch(factory: Path, name: str, configs: list[str], extra: str = "") -> Path:
+    lines = "\n".join(f"  - {c}" for c in configs)
+    return _write(
+        factory / "launches" / f"{name}.yaml",
+        f"kind: BenchmarkLaunch\nsuite: infl\nconfigs:\n{lines}\nrepetitions: 1\n"
+        f"scorers: [checks, tests]\nmax_parallel: 1\n{extra}",
+    )
+
+
+@pytest.fixture()
+def fixture_repo(tmp_path: Path) -> tuple[Path, str, str, Path]:
+    return infl.make_repo(tmp_path)
+
+
+def _scores(home: Path) -> dict[tuple[str, str], dict]:
+    wh = Warehouse(home / "warehouse")
+    frame = wh.query("SELECT config_id, scorer, status, value, reason, details_json FROM scores")
+    return {(r.config_id, r.scorer): r._asdict() for r in frame.itertuples(index=False)}
+
+
+def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+
+    code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 0, out + err
+    assert "ok    infl/dasherize: base [tests=failed] -> reference [tests=passed]" in out
+    assert "fail_to_pass 2/2 fixed, pass_to_pass 6/6 kept" in out
+
+    path = launch(
+        factory,
+        "grade",
+        [
+            "{id: fix, agent: fix}",
+            "{id: syntax, agent: syntax}",
+            "{id: breaker, agent: breaker, max_iterations: 2}",
+        ],
+    )
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    scores = _scores(bench_home)
+
+    # The right fix: 1, and the agent never saw the hidden tests (it would have exited 3).
+    assert scores[("fix", "checks")]["value"] == 1.0
+    assert scores[("fix", "tests")]["value"] == 1.0
+    assert scores[("fix", "tests:share")]["value"] == 1.0
+
+    # A syntax error: scored 0 (the workspace's code cannot be collected), not unscored.
+    for scorer in ("checks", "tests"):
+        row = scores[("syntax", scorer)]
+        assert row["status"] == "scored" and row["value"] == 0.0, row
+    assert "error" in scores[("syntax", "tests")]["reason"]
+
+    # Fixed the target, broke humanize: 0, the broken PASS_TO_PASS tests named.
+    row = scores[("breaker", "tests")]
+    assert row["value"] == 0.0 and infl.HUMANIZE_IDS[0] in row["reason"]
+    assert scores[("breaker", "tests:share")]["value"] == pytest.approx(5 / 8)
+    assert infl.HUMANIZE_IDS[0] in scores[("breaker", "checks")]["reason"]
+
+    evidence = bench_home / "evidence"
+    (breaker,) = evidence.rglob("breaker/rep1")
+    summary = json.loads((breaker / "tests.json").read_text())
+    assert summary["fixed"] == list(infl.DASHERIZE_IDS)
+    assert summary["still_failing"] == []
+    assert summary["broken"] == list(infl.HUMANIZE_IDS)
+    # The second attempt was told which tests fail (default findings for hidden tests: names)
+    # and saw neither the tests' source nor the test files.
+    events = [json.loads(line) for line in (breaker / "transcript.jsonl").read_text().splitlines()]
+    text = next(e["prompt"] for e in events if e["event"] == "findings")
+    assert infl.HUMANIZE_IDS[0] in text
+    assert "assert inflection.humanize" not in text
+
+    # The hidden test file never reaches the trial's diff.
+    for trial in evidence.rglob("changes.patch"):
+        assert "test_inflection.py" not in trial.read_text()
+
+    # test_results: one row per test, list and outcome, in Parquet and as a DuckDB view.
+    wh = Warehouse(bench_home / "warehouse")
+    rows = wh.query(
+        "SELECT config_id, attempt, test_id, list, outcome FROM test_results "
+        "WHERE config_id = 'breaker' AND attempt = 2 ORDER BY test_id"
+    )
+    by_id = {r.test_id: (r.list, r.outcome) for r in rows.itertuples()}
+    assert by_id[infl.HUMANIZE_IDS[1]] == ("pass_to_pass", "failed")
+    assert by_id[infl.DASHERIZE_IDS[1]] == ("fail_to_pass", "passed")
+    syntax = wh.query("SELECT DISTINCT outcome FROM test_results WHERE config_id = 'syntax'")
+    assert list(syntax["outcome"]) == ["error"]
+    assert list((bench_home / "warehouse" / "test_results").rglob("*.parquet"))
+
+
+FLAKY = """
+import os, pathlib
+
+def test_alternates():
+    counter = pathlib.Path(os.environ["FLAKY_COUNTER"])
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    assert n % 2 == 0, f"run {n + 1}: fails on every second run"
+"""
+FLAKY_ID = "test_flaky_counter.py::test_alternates"
+
+
+def _flaky_task(factory: Path, counter: Path, declared: bool) -> None:
+    suite = factory / "benchmarks" / "infl"
+    _write(suite / "graders" / "upstream" / "test_flaky_counter.py", FLAKY)
+    task = yaml.safe_load((suite / "tasks" / "dasherize.yaml").read_text())
+    task["tests"]["files"].append("test_flaky_counter.py")
+    task["tests"]["pass_to_pass"].append(FLAKY_ID)
+    task["tests"]["env"] = {"FLAKY_COUNTER": str(counter)}
+    if declared:
+        task["tests"]["flaky"] = [FLAKY_ID]
+    _write(suite / "tasks" / "dasherize.yaml", yaml.safe_dump(task, sort_keys=False))
+
+
+def test_validate_repeat_reports_a_flaky_test_and_a_run_excludes_it(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    counter = tmp_path / "flaky-counter"
+    _flaky_task(factory, counter, declared=False)
+
+    # One run per phase: the flaky test passes on the base and fails with the reference.
+    code, out, _ = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 1 and f"pass_to_pass {FLAKY_ID} does not pass with the reference" in out
+
+    counter.unlink()
+    code, out, err = run_bench(
+        "validate", str(factory), "--reference", "--repeat", "4", home=bench_home
+    )
+    assert code == 0, out + err
+    assert f"flaky over 4 runs (not graded; list them in tests.flaky): {FLAKY_ID}" in out
+    assert "fail_to_pass 2/2 fixed, pass_to_pass 6/6 kept" in out  # the flaky one left out
+    assert counter.read_text() == "8"  # 4 runs on the base + 4 with the reference
+
+    # Declared flaky: run and listed in the results, never counted.
+    _flaky_task(factory, counter, declared=True)
+    counter.write_text("1")  # its next run fails
+    path = launch(factory, "flaky", ["{id: fix, agent: fix}"])
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    scores = _scores(bench_home)
+    assert scores[("fix", "tests")]["value"] == 1.0
+    assert scores[("fix", "checks")]["value"] == 1.0
+    assert json.loads(scores[("fix", "tests")]["details_json"])["flaky"] == [FLAKY_ID]
+    rows = Warehouse(bench_home / "warehouse").query(
+        f"SELECT list, outcome FROM test_results WHERE test_id = '{FLAKY_ID}'"
+    )
+    assert list(zip(rows["list"], rows["outcome"], strict=True)) == [("flaky", "failed")]
+
+
+PREPARE = [
+    ["python", "-m", "venv", "--without-pip", ".venv"],
+    [
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-index",
+        "--no-build-isolation",
+        "--wheel-dir",
+        "{cache}/wheels",
+        ".",
+    ],
+    [
+        "python",
+        "-m",
+        "pip",
+        "--python",
+        ".venv/bin/python",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--find-links",
+        "{cache}/wheels",
+        "inflection",
+    ],
+]
+
+
+def test_prepare_installs_into_a_per_trial_venv_once_per_trial_and_a_failure_is_infra(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    suite_file = factory / "benchmarks" / "infl" / "suite.yaml"
+    suite_file.write_text(suite_file.read_text() + "prepare: " + json.dumps(PREPARE) + "\n")
+    path = launch(factory, "prep", ["{id: late, agent: late, max_iterations: 2}"])
+    path.write_text(path.read_text().replace("repetitions: 1", "repetitions: 2"))
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    scores = _scores(bench_home)
+    assert scores[("late", "tests")]["value"] == 1.0  # both trials: fixed on attempt 2
+
+    records = sorted((bench_home / "evidence").rglob("prepare.json"))
+    assert len(records) == 2  # one per trial
+    hits = []
+    for record in records:
+        data = json.loads(record.read_text())
+        assert data["ok"] and [c["exit_code"] for c in data["commands"]] == [0, 0, 0]
+        assert "Successfully installed inflection" in (record.parent / "prepare-3.log").read_text()
+        attempts = json.loads((record.parent / "attempts.json").read_text())
+        assert len(attempts) == 2  # two attempts, one prepare
+        hits.append(data["cache_hit"])
+        key = data["cache_key"]
+    assert sorted(hits) == [False, True]  # the second trial found the first one's cache
+    assert (bench_home / "cache" / "prepare" / key / "wheels").is_dir()
+
+    # A prepare command that fails: an infrastructure outcome, never scored.
+    suite_file.write_text(
+        suite_file.read_text().split("prepare:")[0]
+        + "prepare: [[python, -c, \"import sys; print('no compiler here'); sys.exit(3)\"]]\n"
+    )
+    path = launch(factory, "prep-broken", ["{id: fix, agent: fix}"])
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    wh = Warehouse(bench_home / "warehouse")
+    trial = wh.query("SELECT outcome, error FROM trials WHERE config_id = 'fix'").iloc[0]
+    assert trial["outcome"] == "workspace_error" and "prepare command 1" in trial["error"]
+    for scorer in ("checks", "tests"):
+        assert scores_status(bench_home, "fix", scorer) != "scored"
+    (log,) = (bench_home / "evidence").rglob("fix/rep1/prepare-1.log")
+    assert "no compiler here" in log.read_text()
+
+
+def scores_status(home: Path, config: str, scorer: str) -> str:
+    return _scores(home)[(config, scorer)]["status"]
+
+
+def test_from_commit_on_the_upstream_fix_drafts_a_task_that_validates_unchanged(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, _ = fixture_repo
+    factory = tmp_path / "drafts"
+    _write(factory / "agents" / "oracle.yaml", "kind: reference\n")
+    code, out, err = run_bench(
+        "tasks",
+        "from-commit",
+        str(repo),
+        fix[:10],
+        "--suite",
+        "infl",
+        "--factory",
+        str(factory),
+        home=bench_home,
+    )
+    assert code == 0, err
+    (task_file,) = (factory / "benchmarks" / "infl" / "tasks").glob("*.yaml")
+    task = yaml.safe_load(task_file.read_text())
+    assert task["base_ref"] == base
+    tests = task["tests"]
+    assert tests["from_ref"] == fix and tests["files"] == [infl.TEST_MODULE]
+    assert tests["fail_to_pass"] == list(infl.DASHERIZE_IDS)
+    assert len(tests["pass_to_pass"]) > 400 and infl.HUMANIZE_IDS[0] in tests["pass_to_pass"]
+    assert "2 fail_to_pass" in out
+    code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 0, out + err
+    assert f"fail_to_pass 2/2 fixed, pass_to_pass {len(tests['pass_to_pass'])}/" in out
+    assert (
+        subprocess.run(
+            ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True
+        ).stdout
+        == ""
+    )
+
+
+def test_exit_semantics_of_checks_declared_codes_and_a_missing_executable(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    suite = factory / "benchmarks" / "infl"
+    task = yaml.safe_load((suite / "tasks" / "dasherize.yaml").read_text())
+    # pytest on node ids of a module that does not import exits 4 ("found no collectors"):
+    # declared as failed here, so a broken workspace scores 0.
+    task["checks"] = [
+        {
+            "id": "pytest-ids",
+            "command": [
+                "python",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "{inputs}/graders/upstream/test_inflection.py::test_dasherize",
+            ],
+            "files": ["graders/upstream/test_inflection.py"],
+            "exit_codes": {"passed": [0], "failed": [1, 2, 4, 5]},
+            "env": {"PYTHONPATH": "."},
+        },
+        {"id": "no-such-tool", "command": ["definitely-not-installed-tool-xyz"]},
+    ]
+    _write(suite / "tasks" / "dasherize.yaml", yaml.safe_dump(task, sort_keys=False))
+    path = launch(factory, "codes", ["{id: syntax, agent: syntax}", "{id: fix, agent: fix}"])
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    checks = _scores(bench_home)[("syntax", "checks")]
+    assert checks["status"] == "scored" and checks["value"] == 0.0
+    assert "pytest-ids" in checks["reason"]
+    # the fix passes the tests, but a check that cannot start is a grader fault: inconclusive,
+    # and its reason says so (not "timeout?")
+    fixed = _scores(bench_home)[("fix", "checks")]
+    assert fixed["status"] == "inconclusive", fixed
+    assert "no-such-tool" in fixed["reason"] and "timeout" not in fixed["reason"]
+    assert "definitely-not-installed-tool-xyz" in fixed["reason"]
+
+
+def test_bad_tests_keys_are_one_line_errors(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    task_file = factory / "benchmarks" / "infl" / "tasks" / "dasherize.yaml"
+    good = task_file.read_text()
+    cases = [
+        ("  fail_to_pass:", "  fail_to_pas:", "tests.fail_to_pas: unknown key"),
+        ("  dir: graders/upstream", "  from_ref: nope", "tests.from_ref: 'nope' is not a commit"),
+        ("  files:\n  - test_inflection.py", "  files:\n  - ../x.py", "tests.files[0]"),
+    ]
+    for old, new, expected in cases:
+        assert old in good, old
+        task_file.write_text(good.replace(old, new, 1))
+        code, _, err = run_bench("validate", str(factory), home=bench_home)
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    task_file.write_text(good + "findings: everything\n")
+    code, _, err = run_bench("validate", str(factory), home=bench_home)
+    assert code == 2 and "findings" in err
+    assert sys.executable  # the harness interpreter runs `python` in every command above
