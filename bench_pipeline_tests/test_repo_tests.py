@@ -24,7 +24,9 @@ pytestmark = pytest.mark.slow
 LOOK = """
 import os, pathlib, sys
 ws = pathlib.Path.cwd()
-for path in ws.rglob("*.py"):
+prompt_file = pathlib.Path(sys.argv[1])
+# the workspace, and the trial's evidence folder (the prompt file's folder, known to the agent)
+for path in [*ws.rglob("*.py"), *prompt_file.parent.rglob("*.py")]:
     if ".git" in path.parts or ".venv" in path.parts:
         continue
     text = path.read_text(errors="replace")
@@ -33,12 +35,16 @@ for path in ws.rglob("*.py"):
         sys.exit(3)
 module = ws / "inflection" / "__init__.py"
 source = module.read_text()
-prompt = pathlib.Path(sys.argv[1]).read_text() if len(sys.argv) > 1 else ""
+prompt = prompt_file.read_text()
 """
 AGENTS = {
     "fix": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))",
     "syntax": "module.write_text(source + '\\ndef broken(:\\n')",
+    # fixes dasherize, but leaves a conftest.py that cannot be imported: pytest writes no report
+    "conftest": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
+    "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
+    "(ws / 'conftest.py').write_text('import not_a_module_anywhere\\n')",
     # fixes dasherize, breaks humanize (PASS_TO_PASS), on every attempt
     "breaker": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1).replace("
@@ -139,6 +145,7 @@ def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
             "{id: fix, agent: fix}",
             "{id: syntax, agent: syntax}",
             "{id: breaker, agent: breaker, max_iterations: 2}",
+            "{id: conftest, agent: conftest}",
         ],
     )
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
@@ -155,6 +162,11 @@ def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
         row = scores[("syntax", scorer)]
         assert row["status"] == "scored" and row["value"] == 0.0, row
     assert "error" in scores[("syntax", "tests")]["reason"]
+
+    # A conftest.py that cannot be imported keeps pytest from writing any report: 0 as well.
+    row = scores[("conftest", "tests")]
+    assert row["status"] == "scored" and row["value"] == 0.0, row
+    assert "conftest.py in the workspace cannot be imported" in row["reason"]
 
     # Fixed the target, broke humanize: 0, the broken PASS_TO_PASS tests named.
     row = scores[("breaker", "tests")]
@@ -173,7 +185,7 @@ def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
     events = [json.loads(line) for line in (breaker / "transcript.jsonl").read_text().splitlines()]
     text = next(e["prompt"] for e in events if e["event"] == "findings")
     assert infl.HUMANIZE_IDS[0] in text
-    assert "assert inflection.humanize" not in text
+    assert "inflection.humanize(underscore)" not in text and "AssertionError" not in text
 
     # The hidden test file never reaches the trial's diff.
     for trial in evidence.rglob("changes.patch"):
@@ -191,6 +203,35 @@ def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
     syntax = wh.query("SELECT DISTINCT outcome FROM test_results WHERE config_id = 'syntax'")
     assert list(syntax["outcome"]) == ["error"]
     assert list((bench_home / "warehouse" / "test_results").rglob("*.parquet"))
+
+
+def _findings(evidence: Path, config: str) -> str:
+    (trial,) = evidence.rglob(f"{config}/rep1")
+    events = [json.loads(line) for line in (trial / "transcript.jsonl").read_text().splitlines()]
+    return next(e["prompt"] for e in events if e["event"] == "findings")
+
+
+def test_findings_setting_full_and_none(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    task_file = factory / "benchmarks" / "infl" / "tasks" / "dasherize.yaml"
+    good = task_file.read_text()
+    seen = {}
+    for mode in ("full", "none"):
+        task_file.write_text(good + f"findings: {mode}\n")
+        path = launch(
+            factory, f"findings-{mode}", [f"{{id: {mode}, agent: breaker, max_iterations: 2}}"]
+        )
+        code, _, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+        assert code == 0, err
+        seen[mode] = _findings(bench_home / "evidence", mode)
+    # full: the failing tests with pytest's message, the hidden test's source line included
+    assert infl.HUMANIZE_IDS[0] in seen["full"]
+    assert "assert human == inflection.humanize(underscore)" in seen["full"]
+    # none: only that the attempt failed
+    assert "did not pass" in seen["none"] and "humanize" not in seen["none"]
 
 
 FLAKY = """
@@ -370,6 +411,11 @@ def test_from_commit_on_the_upstream_fix_drafts_a_task_that_validates_unchanged(
     )
 
 
+PROBE = (
+    "import os, sys; sys.exit(0 if os.environ.get('PYTEST_DISABLE_PLUGIN_AUTOLOAD') == '1' else 1)"
+)
+
+
 def test_exit_semantics_of_checks_declared_codes_and_a_missing_executable(
     tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
 ) -> None:
@@ -379,6 +425,11 @@ def test_exit_semantics_of_checks_declared_codes_and_a_missing_executable(
     task = yaml.safe_load((suite / "tasks" / "dasherize.yaml").read_text())
     # pytest on node ids of a module that does not import exits 4 ("found no collectors"):
     # declared as failed here, so a broken workspace scores 0.
+    _write(
+        suite / "graders" / "checks" / "check_dasherize.py",
+        "import inflection\n\n\ndef test_hyphens():\n"
+        "    assert inflection.dasherize('puni_puni') == 'puni-puni'\n",
+    )
     task["checks"] = [
         {
             "id": "pytest-ids",
@@ -389,13 +440,20 @@ def test_exit_semantics_of_checks_declared_codes_and_a_missing_executable(
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                "{inputs}/graders/upstream/test_inflection.py::test_dasherize",
+                "{inputs}/graders/checks/check_dasherize.py::test_hyphens",
             ],
-            "files": ["graders/upstream/test_inflection.py"],
+            "files": ["graders/checks/check_dasherize.py"],
             "exit_codes": {"passed": [0], "failed": [1, 2, 4, 5]},
             "env": {"PYTHONPATH": "."},
         },
         {"id": "no-such-tool", "command": ["definitely-not-installed-tool-xyz"]},
+        # graders get PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 unless a check unsets it (null)
+        {"id": "autoload-default", "command": ["python", "-c", PROBE]},
+        {
+            "id": "autoload-unset",
+            "command": ["python", "-c", PROBE.replace("'1'", "None")],
+            "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": None},
+        },
     ]
     _write(suite / "tasks" / "dasherize.yaml", yaml.safe_dump(task, sort_keys=False))
     path = launch(factory, "codes", ["{id: syntax, agent: syntax}", "{id: fix, agent: fix}"])
@@ -410,6 +468,42 @@ def test_exit_semantics_of_checks_declared_codes_and_a_missing_executable(
     assert fixed["status"] == "inconclusive", fixed
     assert "no-such-tool" in fixed["reason"] and "timeout" not in fixed["reason"]
     assert "definitely-not-installed-tool-xyz" in fixed["reason"]
+    statuses = Warehouse(bench_home / "warehouse").query(
+        "SELECT check_id, status FROM check_results WHERE trial_id LIKE '%/fix/%'"
+    )
+    by_id = dict(zip(statuses["check_id"], statuses["status"], strict=True))
+    assert by_id["autoload-default"] == "passed" and by_id["autoload-unset"] == "passed"
+    assert by_id["pytest-ids"] == "passed" and by_id["tests"] == "passed"
+
+
+def test_the_tests_runners_own_faults_are_inconclusive_with_their_reason(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    task_file = factory / "benchmarks" / "infl" / "tasks" / "dasherize.yaml"
+    good = yaml.safe_load(task_file.read_text())
+    bare = tmp_path / "bare-venv"  # a real interpreter without pytest
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    cases = {
+        "missing": ("/nonexistent/bin/python", "cannot start /nonexistent/bin/python"),
+        "nopytest": (str(bare / "bin" / "python"), "has no pytest installed"),
+    }
+    for name, (python, _) in cases.items():
+        task = {**good, "tests": {**good["tests"], "python": python}}
+        _write(task_file.with_name(f"{name}.yaml"), yaml.safe_dump(task, sort_keys=False))
+    task_file.unlink()
+    path = launch(factory, "faults", ["{id: fix, agent: fix}"])
+    code, _, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    frame = Warehouse(bench_home / "warehouse").query(
+        "SELECT task_id, status, reason FROM scores WHERE scorer = 'tests'"
+    )
+    for row in frame.itertuples():
+        assert row.status == "inconclusive", row
+        expected = cases[row.task_id][1]
+        assert expected in row.reason and "grader fault" in row.reason, row.reason
+        assert "timeout" not in row.reason and "timed out" not in row.reason
 
 
 def test_bad_tests_keys_are_one_line_errors(

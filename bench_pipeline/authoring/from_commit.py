@@ -124,7 +124,7 @@ def measure_tests(
     spec = TestsSpec(files=tuple(tests), from_ref=sha, from_sha=sha)
     hidden, home = tmp / "hidden", tmp / "home"
     home.mkdir(parents=True)
-    materialize(spec, tmp, repo, hidden)
+    materialize(spec, tmp, {}, repo, hidden)
     outcomes: dict[str, dict[str, str]] = {}
     for phase in ("before", "after"):
         workspace = create_workspace(repo, parent, tmp / phase)

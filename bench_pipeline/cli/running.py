@@ -10,6 +10,8 @@ from typing import Any
 from bench_pipeline.cli import common
 from bench_pipeline.runs.benchmark_run import run_exists
 
+MAX_VALIDATE_REPEAT = 20
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check a factory (or one launch) and, with --reference, every task against its reference patch."""
@@ -18,6 +20,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from bench_pipeline.formats.taskset import freeze
     from bench_pipeline.trials.reference import validate_reference
 
+    if args.repeat < 1 or args.repeat > MAX_VALIDATE_REPEAT:
+        raise common.CliError(f"--repeat: give 1 to {MAX_VALIDATE_REPEAT} runs per phase")
+    if args.repeat > 1 and not args.reference:
+        raise common.CliError("--repeat: only with --reference (it repeats the reference runs)")
     factory = load_factory(Path(args.path))
     for launch_name, launch in factory.launches.items():
         print(

@@ -48,6 +48,7 @@ from bench_pipeline.scorers.base import (
 )
 from bench_pipeline.scorers.outcome import outcome_gate
 from bench_pipeline.workspace.process import CommandResult, grader_env, run_command
+from bench_pipeline.workspace.repo import WorkspaceError
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
 # Per-test outcomes. Only `passed` counts as passing.
@@ -62,6 +63,7 @@ F2P, P2P, FLAKY = "fail_to_pass", "pass_to_pass", "flaky"
 TESTS_CHECK_ID = "tests"
 EVIDENCE_FILE = "tests.json"
 MESSAGE_CHARS = 600
+FINDING_MESSAGE_CHARS = 300  # per failing test in a `findings: full` prompt
 
 
 @dataclass
@@ -109,16 +111,27 @@ class TestsRun:
 # --------------------------------------------------------------------------- hidden files
 
 
-def materialize(spec: TestsSpec, inputs_dir: Path, repo: str | None, dest: Path) -> dict[str, str]:
-    """Put the hidden test files under `dest` (workspace-relative layout, outside the
-    workspace) and return their sha256 by path, re-checked before every copy into the
-    workspace. Files from the suite were snapshotted (and hashed) into `inputs_dir` already."""
+def materialize(
+    spec: TestsSpec,
+    suite_dir: Path,
+    frozen: dict[str, str],
+    repo: str | None,
+    dest: Path,
+) -> dict[str, str]:
+    """Put the hidden test files under `dest` (workspace-relative layout; a private folder
+    outside the workspace and the evidence) and return their sha256 by path, re-checked before
+    every copy into the workspace. Suite files must still match the hashes frozen at launch."""
     hashes: dict[str, str] = {}
     for rel in spec.files:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if spec.source_dir is not None:
-            shutil.copyfile(inputs_dir / spec.source_dir / rel, target)
+            suite_rel = f"{spec.source_dir}/{rel}"
+            shutil.copyfile(suite_dir / suite_rel, target)
+            if suite_rel in frozen and file_sha256(target) != frozen[suite_rel]:
+                raise WorkspaceError(
+                    f"hidden test file {suite_rel} changed since the task set was frozen"
+                )
         else:
             from bench_pipeline.formats.git import local_repo
 
@@ -201,7 +214,7 @@ def parse_junit(path: Path) -> dict[str, dict[str, Any]]:
             el = case.find(tag)
             if el is not None:
                 outcome = word
-                message = (el.get("message") or "") + "\n" + (el.text or "")
+                message = _essential(el.text or "") or el.get("message") or ""
                 break
         previous = out.get(test_id)
         if previous is not None and previous["outcome"] != T_PASSED:
@@ -212,6 +225,16 @@ def parse_junit(path: Path) -> dict[str, dict[str, Any]]:
             "message": message.strip()[-MESSAGE_CHARS:],
         }
     return out
+
+
+def _essential(text: str) -> str:
+    """pytest's failing source line (`>`), its error lines (`E`) and the location line; the
+    text as it is for runners that do not write that shape."""
+    lines = text.strip().splitlines()
+    keep = [ln for ln in lines if ln.startswith((">", "E "))]
+    if not keep:
+        return text.strip()
+    return "\n".join(keep + lines[-1:])
 
 
 # --------------------------------------------------------------------------- running
@@ -363,19 +386,28 @@ def _grader_fault(spec: TestsSpec, result: CommandResult, junit: Path | None) ->
         if spec.runner == "pytest" and result.exit_code == 3:
             return "pytest internal error (exit 3)"
         return None
-    out = result.output
-    if "No module named pytest" in out:
+    if "No module named pytest" in result.output:
         return f"the interpreter {result.argv[0]} has no pytest installed"
-    if _no_report_reason(result) is not None:
-        return None  # the workspace's code broke the run before any report: failed
+    if spec.runner == "pytest" and result.exit_code in WORKSPACE_EXIT_CODES:
+        return None  # the workspace's code or configuration stopped pytest: failed
     return f"the runner wrote no JUnit report (exit {result.exit_code})"
 
 
+# pytest exit codes without a report that the workspace causes once the grader itself was
+# validated (`bench validate --reference` ran the same command): 1 a conftest failed to import,
+# 2 interrupted (collection errors), 4 usage error from the workspace's own configuration
+# (pytest.ini/setup.cfg/pyproject addopts, a conftest), 5 nothing collected. Exit 3 (pytest's
+# internal error) stays a grader fault.
+WORKSPACE_EXIT_CODES = (1, 2, 4, 5)
+
+
 def _no_report_reason(result: CommandResult) -> str | None:
-    """Why the workspace's code kept pytest from writing a report, when it did."""
+    """Why the workspace's code kept pytest from writing a report, when pytest says so."""
     out = result.output
     if "while loading conftest" in out or ("conftest" in out and "Error" in out):
         return "a conftest.py in the workspace cannot be imported"
+    if result.exit_code in WORKSPACE_EXIT_CODES:
+        return f"pytest stopped with exit {result.exit_code} before writing a report"
     return None
 
 
@@ -438,5 +470,6 @@ def describe_for_findings(run: dict[str, Any], mode: str) -> str:
     for t in bad:
         lines.append(f"  - {t['test_id']} ({t['list']}: {t['outcome']})")
         if mode == "full" and t.get("message"):
-            lines.append("      " + t["message"].replace("\n", "\n      "))
+            message = t["message"][:FINDING_MESSAGE_CHARS]
+            lines.append("      " + message.replace("\n", "\n      "))
     return "\n".join(lines)

@@ -110,7 +110,7 @@ def _validate_task(
     assert task.repo and task.base_sha
     hidden, hidden_hashes = folder / "hidden-tests", {}
     if task.tests is not None:
-        hidden_hashes = materialize(task.tests, inputs, task.repo, hidden)
+        hidden_hashes = materialize(task.tests, suite_dir, hashes, task.repo, hidden)
     commands = (*prepare_commands, *task.prepare)
     check_runs: dict[str, dict[str, list[str]]] = {"base": {}, "reference": {}}
     for phase in ("base", "reference"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -132,6 +133,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     finally:
         if state.workspace is not None and not ctx.keep_workspaces:
             remove_workspace(state.workspace.parent)
+        if state.private_dir is not None:
+            shutil.rmtree(state.private_dir, ignore_errors=True)
     if ctx.on_test_results and outcome.tests:
         ctx.on_test_results(outcome.row, outcome.tests)
     if ctx.on_trial_done:
@@ -167,8 +170,19 @@ class _TrialState:
         self.final_checks: list[dict[str, Any]] = []
         self.answer: str | None = None
         self.turns: list[dict[str, Any]] = []
-        self.hidden_dir = trial_dir / "hidden-tests"  # outside the workspace
+        # Hidden test files live in a private temp folder: not in the workspace, and not in the
+        # evidence folder either (its path reaches agents through {prompt_file}).
+        # What the tests criterion reads and writes while the trial runs lives in a private temp
+        # folder, neither in the workspace nor in the evidence folder (whose path reaches
+        # agents through {prompt_file}): the hidden files and each attempt's test output, which
+        # would otherwise leak more than `findings` allows. The output moves to the evidence at
+        # the end of the trial.
+        self.private_dir: Path | None = None
+        self.hidden_dir: Path | None = None
         self.hidden_hashes: dict[str, str] = {}
+        hidden = set(spec.task.tests.suite_files) if spec.task.tests is not None else set()
+        hidden -= {f for c in spec.task.checks for f in c.files}  # a check that names one sees it
+        self.visible_hashes = {k: v for k, v in self.input_hashes.items() if k not in hidden}
         self.test_rows: list[dict[str, Any]] = []
         self.final_tests: dict[str, Any] | None = None
 
@@ -183,7 +197,7 @@ class _TrialState:
             self.usage = Usage.unknown(f"not run: {reason}")
             return
         self.home.mkdir()
-        snapshot_inputs(self.ctx.suite_dir, self.input_hashes, self.inputs_dir)
+        snapshot_inputs(self.ctx.suite_dir, self.visible_hashes, self.inputs_dir)
         if not task.is_text:
             assert task.repo and task.base_sha
             ws_root = (
@@ -195,8 +209,10 @@ class _TrialState:
             )
             self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
             if task.tests is not None:
+                self.private_dir = Path(tempfile.mkdtemp(prefix="bench-grading-"))
+                self.hidden_dir = self.private_dir / "hidden"
                 self.hidden_hashes = repo_tests.materialize(
-                    task.tests, self.inputs_dir, task.repo, self.hidden_dir
+                    task.tests, self.ctx.suite_dir, self.input_hashes, task.repo, self.hidden_dir
                 )
             self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
@@ -354,21 +370,22 @@ class _TrialState:
     def _run_tests(self, attempt: int) -> dict[str, Any]:
         """The task's `tests` criterion, as one check row (id `tests`) plus per-test rows."""
         spec = self.spec.task.tests
-        assert spec is not None and self.workspace is not None
+        assert spec is not None and self.workspace is not None and self.hidden_dir is not None
         run = repo_tests.run_tests(
             spec,
             self.workspace,
             self.hidden_dir,
             self.hidden_hashes,
             self.home,
-            self.dir / f"attempt{attempt}" / "tests",
+            self._private(f"attempt{attempt}/tests"),
             self.ctx.cancelled,
         )
         log = f"attempt{attempt}/tests/output.log"
-        self._write(log, run.output)
+        self._private(log).write_text(self.transcript.redact(run.output), encoding="utf-8")
         summary = run.summary()
         self.final_tests = summary
-        self._write(f"attempt{attempt}/tests/results.json", json.dumps(summary, indent=2))
+        results = self._private(f"attempt{attempt}/tests/results.json")
+        results.write_text(self.transcript.redact(json.dumps(summary, indent=2)), encoding="utf-8")
         for t in run.tests:
             self.test_rows.append(
                 {
@@ -391,7 +408,8 @@ class _TrialState:
             "timed_out": run.timed_out,
             "duration_seconds": run.duration_seconds,
             "reason": run.reason,
-            "output": self.transcript.redact(f"{run.reason}\n{findings}"[-FINDING_OUTPUT_CHARS:]),
+            # the head: the failing ids come first, each with its message trimmed
+            "output": self.transcript.redact(f"{run.reason}\n{findings}"[:FINDING_OUTPUT_CHARS]),
             "names_output": repo_tests.describe_for_findings(summary, "names"),
             "log": log,
         }
@@ -407,9 +425,23 @@ class _TrialState:
         )
         return row
 
+    def _private(self, rel: str) -> Path:
+        assert self.private_dir is not None
+        path = self.private_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _publish_private(self) -> None:
+        """Move each attempt's test output from the private folder into the evidence."""
+        if self.private_dir is None:
+            return
+        for folder in sorted(self.private_dir.glob("attempt*")):
+            shutil.copytree(folder, self.dir / folder.name, dirs_exist_ok=True)
+
     def _inputs_intact(self, when: str) -> bool:
-        changed = changed_inputs(self.inputs_dir, self.input_hashes)
-        changed += repo_tests.changed_hidden(self.hidden_dir, self.hidden_hashes)
+        changed = changed_inputs(self.inputs_dir, self.visible_hashes)
+        if self.hidden_dir is not None:
+            changed += repo_tests.changed_hidden(self.hidden_dir, self.hidden_hashes)
         if changed:
             self._set(OUTCOME_INVALIDATED, f"grader integrity: {', '.join(changed)} changed {when}")
             self.transcript.write("invalidated", files=changed, when=when)
@@ -429,6 +461,7 @@ class _TrialState:
 
     def finish(self, started_at: datetime, duration: float) -> TrialOutcome:
         spec, task, ctx = self.spec, self.spec.task, self.ctx
+        self._publish_private()
         finalize: dict[str, Any] = {}
         if (
             ctx.finalize_workspace
@@ -505,6 +538,7 @@ class _TrialState:
             "config": spec.config.agent.frozen_dict(),
             "config_overrides": dict(spec.config.overrides),
             "input_hashes": self.input_hashes,
+            "hidden_test_hashes": self.hidden_hashes,
             "base_sha": task.base_sha,
             "attempts": self.attempts,
             "finalize": finalize,
