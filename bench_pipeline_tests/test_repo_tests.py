@@ -18,6 +18,15 @@ from bench_pipeline_tests import inflection_repo as infl
 from bench_pipeline_tests.conftest import run_bench
 
 pytestmark = pytest.mark.slow
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def readme_block(lang: str, marker: str) -> str:
+    """The README's fenced `lang` block that contains `marker`."""
+    blocks = [b.split("```", 1)[0] for b in README.split(f"```{lang}\n")[1:]]
+    (block,) = [b for b in blocks if marker in b]
+    return block
+
 
 # Every agent first looks for the hidden tests anywhere in its workspace and exits 3 (an agent
 # error, visible as the trial's outcome) if it finds them.
@@ -203,6 +212,9 @@ def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
     syntax = wh.query("SELECT DISTINCT outcome FROM test_results WHERE config_id = 'syntax'")
     assert list(syntax["outcome"]) == ["error"]
     assert list((bench_home / "warehouse" / "test_results").rglob("*.parquet"))
+    broken = wh.query(readme_block("sql", "FROM test_results"))
+    assert set(broken.loc[broken["config_id"] == "breaker", "test_id"]) == set(infl.HUMANIZE_IDS)
+    assert "fix" not in set(broken["config_id"])
 
 
 def _findings(evidence: Path, config: str) -> str:
@@ -506,6 +518,46 @@ def test_the_tests_runners_own_faults_are_inconclusive_with_their_reason(
         assert "timeout" not in row.reason and "timed out" not in row.reason
 
 
+def test_the_readme_task_example_validates_and_its_prepare_is_the_tested_one(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    example = yaml.safe_load(readme_block("yaml", "fail_to_pass:"))
+    assert example["base_ref"] == base  # the fixture's history is deterministic
+    _write(factory / "benchmarks" / "infl" / "tasks" / "dasherize.yaml", yaml.safe_dump(example))
+    code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 0, out + err
+    assert "fail_to_pass 2/2 fixed, pass_to_pass 2/2 kept" in out
+    assert yaml.safe_load(readme_block("yaml", "--find-links"))["prepare"] == PREPARE
+
+
+PROBE_TEST = """
+import os
+
+def test_plugins_may_autoload():
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in os.environ
+"""
+
+
+def test_pytest_plugin_autoload_is_off_unless_the_task_turns_it_on(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    suite = factory / "benchmarks" / "infl"
+    _write(suite / "graders" / "upstream" / "test_probe.py", PROBE_TEST)
+    task = yaml.safe_load((suite / "tasks" / "dasherize.yaml").read_text())
+    task["tests"]["files"].append("test_probe.py")
+    task["tests"]["pass_to_pass"].append("test_probe.py::test_plugins_may_autoload")
+    for plugins, expected in ((False, 1), (True, 0)):
+        task["tests"]["plugins"] = plugins
+        _write(suite / "tasks" / "dasherize.yaml", yaml.safe_dump(task, sort_keys=False))
+        code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
+        assert code == expected, out + err
+    assert "test_probe.py::test_plugins_may_autoload" not in out
+
+
 def test_bad_tests_keys_are_one_line_errors(
     tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
 ) -> None:
@@ -523,6 +575,10 @@ def test_bad_tests_keys_are_one_line_errors(
         task_file.write_text(good.replace(old, new, 1))
         code, _, err = run_bench("validate", str(factory), home=bench_home)
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run_bench("validate", str(factory), "--repeat", "0", home=bench_home)
+    assert code == 2 and "--repeat" in err
+    code, _, err = run_bench("validate", str(factory), "--repeat", "3", home=bench_home)
+    assert code == 2 and "only with --reference" in err
     task_file.write_text(good + "findings: everything\n")
     code, _, err = run_bench("validate", str(factory), home=bench_home)
     assert code == 2 and "findings" in err

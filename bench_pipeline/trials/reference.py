@@ -176,6 +176,8 @@ def _judge_tests(spec: TestsSpec, result: TaskValidation) -> None:
                 result.flaky.append(tid)
     skip = set(result.flaky) | set(spec.flaky)
     wrong = []
+    if not [t for t in spec.fail_to_pass if t not in skip]:
+        wrong.append("no fail_to_pass test left to grade: the task measures nothing")
     for tid in spec.fail_to_pass:
         if tid in skip:
             continue
