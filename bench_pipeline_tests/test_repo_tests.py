@@ -160,6 +160,9 @@ def test_hidden_upstream_tests_grade_fix_syntax_error_and_broken_pass_to_pass(
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
     assert code == 0, err
     scores = _scores(bench_home)
+    table = {row["config_id"]: row for row in json.loads(out)["config_table"]}
+    assert table["fix"]["score_tests"] == 1.0 and table["syntax"]["score_tests"] == 0.0
+    assert table["breaker"]["score_checks"] == 0.0 and table["syntax"]["scored_checks"] == 1
 
     # The right fix: 1, and the agent never saw the hidden tests (it would have exited 3).
     assert scores[("fix", "checks")]["value"] == 1.0

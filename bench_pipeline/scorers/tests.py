@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bench_pipeline.formats.git import run_git
+from bench_pipeline.formats.git import GitError, run_git
 from bench_pipeline.formats.model import TestsSpec
 from bench_pipeline.formats.taskset import file_sha256
 from bench_pipeline.scorers.base import (
@@ -136,7 +136,11 @@ def materialize(
             from bench_pipeline.formats.git import local_repo
 
             assert repo and spec.from_sha
-            target.write_bytes(run_git(["show", f"{spec.from_sha}:{rel}"], local_repo(repo)))
+            try:
+                data = run_git(["show", f"{spec.from_sha}:{rel}"], local_repo(repo))
+            except GitError as exc:  # the repo moved or lost the commit: infrastructure
+                raise WorkspaceError(f"hidden test file {rel} at {spec.from_ref}: {exc}") from None
+            target.write_bytes(data)
         target.chmod(0o444)
         hashes[rel] = file_sha256(target)
     return hashes
@@ -461,6 +465,36 @@ class TestsScorer(Scorer):
                 )
             )
         return out
+
+
+def test_rows(run: TestsRun, attempt: int) -> list[dict[str, Any]]:
+    """TEST_RESULTS rows of one attempt (the trial's keys are added by the runner)."""
+    keep = ("test_id", "list", "outcome", "duration_seconds")
+    return [{"attempt": attempt, **{k: t[k] for k in keep}} for t in run.tests]
+
+
+def check_row(
+    run: TestsRun, spec: TestsSpec, summary: dict[str, Any], log: str, max_chars: int
+) -> dict[str, Any]:
+    """The criterion as one check result (id `tests`) of the attempt: what `checks` grades and
+    what the next attempt's findings show (`output` for full, `names_output` for names)."""
+    findings = describe_for_findings(summary, "full")
+    return {
+        "id": TESTS_CHECK_ID,
+        "description": (
+            f"the repository's tests: {len(spec.fail_to_pass)} must go from failing to "
+            f"passing, {len(spec.pass_to_pass)} must keep passing"
+        ),
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "timed_out": run.timed_out,
+        "duration_seconds": run.duration_seconds,
+        "reason": run.reason,
+        # the head: the failing ids come first, each with its message trimmed
+        "output": f"{run.reason}\n{findings}"[:max_chars],
+        "names_output": describe_for_findings(summary, "names"),
+        "log": log,
+    }
 
 
 def describe_for_findings(run: dict[str, Any], mode: str) -> str:

@@ -170,8 +170,6 @@ class _TrialState:
         self.final_checks: list[dict[str, Any]] = []
         self.answer: str | None = None
         self.turns: list[dict[str, Any]] = []
-        # Hidden test files live in a private temp folder: not in the workspace, and not in the
-        # evidence folder either (its path reaches agents through {prompt_file}).
         # What the tests criterion reads and writes while the trial runs lives in a private temp
         # folder, neither in the workspace nor in the evidence folder (whose path reaches
         # agents through {prompt_file}): the hidden files and each attempt's test output, which
@@ -386,33 +384,9 @@ class _TrialState:
         self.final_tests = summary
         results = self._private(f"attempt{attempt}/tests/results.json")
         results.write_text(self.transcript.redact(json.dumps(summary, indent=2)), encoding="utf-8")
-        for t in run.tests:
-            self.test_rows.append(
-                {
-                    "attempt": attempt,
-                    "test_id": t["test_id"],
-                    "list": t["list"],
-                    "outcome": t["outcome"],
-                    "duration_seconds": t["duration_seconds"],
-                }
-            )
-        findings = repo_tests.describe_for_findings(summary, "full")
-        row = {
-            "id": repo_tests.TESTS_CHECK_ID,
-            "description": (
-                f"the repository's tests: {len(spec.fail_to_pass)} must go from failing to "
-                f"passing, {len(spec.pass_to_pass)} must keep passing"
-            ),
-            "status": run.status,
-            "exit_code": run.exit_code,
-            "timed_out": run.timed_out,
-            "duration_seconds": run.duration_seconds,
-            "reason": run.reason,
-            # the head: the failing ids come first, each with its message trimmed
-            "output": self.transcript.redact(f"{run.reason}\n{findings}"[:FINDING_OUTPUT_CHARS]),
-            "names_output": repo_tests.describe_for_findings(summary, "names"),
-            "log": log,
-        }
+        self.test_rows.extend(repo_tests.test_rows(run, attempt))
+        row = repo_tests.check_row(run, spec, summary, log, FINDING_OUTPUT_CHARS)
+        row["output"] = self.transcript.redact(row["output"])
         self.check_rows.append(
             {
                 "check_id": row["id"],
