@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -346,7 +347,21 @@ def test_prepare_installs_into_a_per_trial_venv_once_per_trial_and_a_failure_is_
     repo, base, fix, upstream = fixture_repo
     factory = make_factory(tmp_path, repo, base, fix, upstream)
     suite_file = factory / "benchmarks" / "infl" / "suite.yaml"
-    suite_file.write_text(suite_file.read_text() + "prepare: " + json.dumps(PREPARE) + "\n")
+    # A fourth step lets the venv see the harness's pytest (offline: no pytest wheel to install),
+    # so the tests run with the prepared interpreter, as a team's `python: .venv/bin/python`.
+    harness_site = sysconfig.get_paths()["purelib"]
+    see_pytest = [
+        ".venv/bin/python",
+        "-c",
+        "import site, sys; open(site.getsitepackages()[0] + '/harness.pth', 'w').write(sys.argv[1])",
+        harness_site,
+    ]
+    prepare = [*PREPARE, see_pytest]
+    suite_file.write_text(suite_file.read_text() + "prepare: " + json.dumps(prepare) + "\n")
+    task_file = factory / "benchmarks" / "infl" / "tasks" / "dasherize.yaml"
+    task = yaml.safe_load(task_file.read_text())
+    task["tests"]["python"] = ".venv/bin/python"
+    _write(task_file, yaml.safe_dump(task, sort_keys=False))
     path = launch(factory, "prep", ["{id: late, agent: late, max_iterations: 2}"])
     path.write_text(path.read_text().replace("repetitions: 1", "repetitions: 2"))
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
@@ -359,7 +374,7 @@ def test_prepare_installs_into_a_per_trial_venv_once_per_trial_and_a_failure_is_
     hits = []
     for record in records:
         data = json.loads(record.read_text())
-        assert data["ok"] and [c["exit_code"] for c in data["commands"]] == [0, 0, 0]
+        assert data["ok"] and [c["exit_code"] for c in data["commands"]] == [0, 0, 0, 0]
         assert "Successfully installed inflection" in (record.parent / "prepare-3.log").read_text()
         attempts = json.loads((record.parent / "attempts.json").read_text())
         assert len(attempts) == 2  # two attempts, one prepare
@@ -367,6 +382,9 @@ def test_prepare_installs_into_a_per_trial_venv_once_per_trial_and_a_failure_is_
         key = data["cache_key"]
     assert sorted(hits) == [False, True]  # the second trial found the first one's cache
     assert (bench_home / "cache" / "prepare" / key / "wheels").is_dir()
+    # graded with the prepared venv's interpreter (the runner's command is in the evidence)
+    for summary in (bench_home / "evidence").rglob("late/rep*/tests.json"):
+        assert json.loads(summary.read_text())["command"][0] == ".venv/bin/python"
 
     # A prepare command that fails: an infrastructure outcome, never scored.
     suite_file.write_text(
@@ -533,6 +551,40 @@ def test_the_readme_task_example_validates_and_its_prepare_is_the_tested_one(
     assert code == 0, out + err
     assert "fail_to_pass 2/2 fixed, pass_to_pass 2/2 kept" in out
     assert yaml.safe_load(readme_block("yaml", "--find-links"))["prepare"] == PREPARE
+
+
+def test_the_command_runner_reads_any_junit_writer(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    """`runner: command`: the task's own command writes JUnit XML to {junit} (here pytest with
+    its default xunit2 report, which names no file: ids come from the class names)."""
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    task_file = factory / "benchmarks" / "infl" / "tasks" / "dasherize.yaml"
+    task = yaml.safe_load(task_file.read_text())
+    task["tests"]["runner"] = "command"
+    task["tests"]["command"] = [
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml={junit}",
+        "test_inflection.py",
+    ]
+    _write(task_file, yaml.safe_dump(task, sort_keys=False))
+    code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 0, out + err
+    assert "fail_to_pass 2/2 fixed, pass_to_pass 6/6 kept" in out
+    task["tests"]["command"] = ["python", "-c", "print('no report')"]
+    _write(task_file, yaml.safe_dump(task, sort_keys=False))
+    code, _, err = run_bench("validate", str(factory), home=bench_home)
+    assert code == 2 and "must name {junit}" in err
+    task["tests"]["command"] = ["python", "-c", "import sys; print(sys.argv[1])", "{junit}"]
+    _write(task_file, yaml.safe_dump(task, sort_keys=False))
+    code, out, _ = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 1 and "the runner wrote no JUnit report (exit 0)" in out
 
 
 PROBE_TEST = """

@@ -79,6 +79,7 @@ class TestsRun:
     timed_out: bool = False
     duration_seconds: float = 0.0
     output: str = ""
+    command: list[str] = field(default_factory=list)  # the runner's argv as run
 
     def ids(self, outcome_list: str, passing: bool) -> list[str]:
         return [
@@ -104,6 +105,7 @@ class TestsRun:
             "share_passed": passed / len(graded) if graded else None,
             "exit_code": self.exit_code,
             "timed_out": self.timed_out,
+            "command": self.command,
             "tests": self.tests,
         }
 
@@ -341,6 +343,7 @@ def grade(
         "timed_out": result.timed_out if result else False,
         "duration_seconds": round(result.duration_seconds, 4) if result else 0.0,
         "output": result.output if result else "",
+        "command": [str(a) for a in result.argv] if result else [],
     }
     if result is not None:
         fault = _grader_fault(spec, result, junit)
