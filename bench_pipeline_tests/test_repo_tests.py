@@ -634,6 +634,14 @@ def test_bad_tests_keys_are_one_line_errors(
     assert code == 2 and "--repeat" in err
     code, _, err = run_bench("validate", str(factory), "--repeat", "3", home=bench_home)
     assert code == 2 and "only with --reference" in err
+    bad_codes = good.replace(
+        "tests:",
+        "checks:\n- {id: c, command: [python, -V], exit_codes: {passed: [0], failed: [0, 1]}}\ntests:",
+        1,
+    )
+    task_file.write_text(bad_codes)
+    code, _, err = run_bench("validate", str(factory), home=bench_home)
+    assert code == 2 and "checks[0].exit_codes.failed" in err and "both passed and failed" in err
     task_file.write_text(good + "findings: everything\n")
     code, _, err = run_bench("validate", str(factory), home=bench_home)
     assert code == 2 and "findings" in err
