@@ -1,5 +1,6 @@
 """`bench tasks from-commit`: a real commit of a repository made here becomes a task draft
-that `bench validate --reference` accepts (stdlib unittest: no pytest inside the workspace)."""
+that `bench validate --reference` accepts: its unittest tests run with pytest (JUnit XML) to
+measure FAIL_TO_PASS."""
 
 from __future__ import annotations
 
@@ -90,20 +91,28 @@ def test_from_commit_drafts_a_task_that_validates(bench_home, tmp_path):
     assert task["base_ref"] == parent
     assert task["title"] == "Add clamp(x, lo, hi)"
     assert "refuse lo > hi" in task["prompt"] and "DRAFT" in task["prompt"]
-    (check,) = task["checks"]
-    assert check["command"][-3:] == ["--runner", "unittest", "tests/test_clamp.py"]
+    assert "checks" not in task
+    tests = task["tests"]
+    assert tests["from_ref"] == sha and tests["files"] == ["tests/test_clamp.py"]
+    # measured by running the commit's tests before and after the change: the module cannot
+    # import clamp before it, so every test in it goes from failing to passing
+    assert sorted(tests["fail_to_pass"]) == [
+        "tests/test_clamp.py::ClampTest::test_bad_range",
+        "tests/test_clamp.py::ClampTest::test_edges",
+        "tests/test_clamp.py::ClampTest::test_inside",
+    ]
+    assert tests["pass_to_pass"] == []
     patch = (factory / "benchmarks/calc/references/add-clamp-x-lo-hi.patch").read_text()
     assert "calc/ops.py" in patch and "test_clamp" not in patch
-    copied = factory / "benchmarks/calc/graders/add-clamp-x-lo-hi/files/tests/test_clamp.py"
-    assert copied.read_text() == (repo / "tests" / "test_clamp.py").read_text()
+    assert not (factory / "benchmarks/calc/graders").exists()  # hidden tests come from the commit
     suite = yaml.safe_load((factory / "benchmarks/calc/suite.yaml").read_text())
     assert suite["agent"] == "oracle"
 
     code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
     assert code == 0, out + err
     assert (
-        "ok    calc/add-clamp-x-lo-hi: base [commit-tests=failed] -> reference [commit-tests=passed]"
-        in out
+        "ok    calc/add-clamp-x-lo-hi: base [tests=failed] -> reference [tests=passed] "
+        "(fail_to_pass 3/3 fixed, pass_to_pass 0/0 kept)" in out
     )
     # the source repository was not touched
     assert _git(repo, "status", "--porcelain") == ""

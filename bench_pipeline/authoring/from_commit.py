@@ -2,14 +2,14 @@
 
 - `base_ref` = the commit's parent (full sha, so the draft never moves);
 - `references/<id>.patch` = the commit's change to every file that is not a test file;
-- test files = files under a `tests/` (or `test/`) folder, or named `test_*.py` / `*_test.py`.
-  Their content at the commit is copied to `graders/<id>/files/<path>`, together with a small
-  stdlib runner `graders/<id>/run_tests.py`;
-- one check `commit-tests` runs exactly the test modules the commit touched: the runner copies
-  the commit's test files into the workspace, runs them (unittest in-process when every touched
-  test module uses unittest, else `python -m pytest -q -p no:cacheprovider`), then restores the
-  workspace as it was. Exit 0 = passed, 1 = a test failed or could not import what it tests,
-  2 = grader fault (no test ran, a grader file missing);
+- test files = files under a `tests/` (or `test/`) folder, or named `test_*.py` / `*_test.py`;
+- a `tests` criterion (graded with the repository's own tests, SWE-bench style): the test
+  files the commit added or changed, taken `from_ref` the commit itself (hidden from the agent,
+  copied in only to grade), and the test ids measured by running them with pytest (JUnit XML)
+  twice in fresh checkouts - on the parent, and on the parent with the reference patch:
+  FAIL_TO_PASS = the tests that do not pass before and pass after; PASS_TO_PASS = the tests of
+  those files that pass on both. Tests that fail after the change too are left out (named in
+  the notes). The suite's `prepare` commands run first in each checkout, as in a trial;
 - the prompt is the commit message, marked as a draft for the user to rewrite (describe the
   problem, not the fix), and the title its subject.
 
@@ -24,7 +24,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import dataclass
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -32,105 +34,6 @@ import yaml
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.git import GitError, git, is_git_repo, is_url, local_repo, rev_parse
 from bench_pipeline.formats.model import ID_PATTERN, valid_id
-
-CHECK_ID = "commit-tests"
-RUNNER_NAME = "run_tests.py"
-
-RUNNER = r'''"""Run the tests a commit touched against a workspace (written by `bench tasks from-commit`).
-
-usage: run_tests.py FILES_DIR WORKSPACE [--runner unittest|pytest] TEST_FILE...
-
-Copies each FILES_DIR/TEST_FILE over WORKSPACE/TEST_FILE (the commit's version of the test),
-runs the test modules among them, then puts the workspace back as it was.
-Exit 0 = every test passed; 1 = a test failed or could not import what it tests;
-2 = grader fault (bad usage, a grader file missing, no test ran).
-"""
-
-import os
-import re
-import shutil
-import subprocess
-import sys
-import unittest
-
-sys.dont_write_bytecode = True
-TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-
-
-def run_unittest(workspace, modules):
-    os.chdir(workspace)
-    sys.path.insert(0, workspace)
-    names = [m[:-3].replace("/", ".") for m in modules]
-    suite = unittest.defaultTestLoader.loadTestsFromNames(names)
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
-    if result.testsRun == 0:
-        print("no test ran")
-        return 2
-    return 0 if result.wasSuccessful() else 1
-
-
-def run_pytest(workspace, modules):
-    code = subprocess.call(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *modules], cwd=workspace
-    )
-    # 2 = interrupted by collection errors (the tested code is missing): the behaviour is absent
-    return {0: 0, 1: 1, 2: 1}.get(code, 2)
-
-
-def main(argv):
-    args = list(argv)
-    runner = "unittest"
-    if "--runner" in args:
-        i = args.index("--runner")
-        runner = args[i + 1] if i + 1 < len(args) else ""
-        del args[i : i + 2]
-    if len(args) < 3 or runner not in ("unittest", "pytest"):
-        print(__doc__)
-        return 2
-    files_dir, workspace, files = args[0], os.path.abspath(args[1]), args[2:]
-    saved, made = {}, []
-    try:
-        for rel in files:
-            src = os.path.join(files_dir, rel)
-            dst = os.path.join(workspace, rel)
-            if not os.path.isfile(src):
-                print(f"grader file missing: {src}")
-                return 2
-            if dst not in saved:
-                saved[dst] = None
-                if os.path.isfile(dst):
-                    with open(dst, "rb") as fh:
-                        saved[dst] = fh.read()
-            parent = os.path.dirname(dst)
-            missing = []
-            while not os.path.isdir(parent):
-                missing.append(parent)
-                parent = os.path.dirname(parent)
-            made.extend(reversed(missing))
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copyfile(src, dst)
-        modules = [f for f in files if TEST_MODULE.search(f)]
-        if not modules:
-            print("no test module among the files")
-            return 2
-        if runner == "pytest":
-            return run_pytest(workspace, modules)
-        return run_unittest(workspace, modules)
-    finally:
-        for dst, data in saved.items():
-            if data is None:
-                if os.path.exists(dst):
-                    os.remove(dst)
-            else:
-                with open(dst, "wb") as fh:
-                    fh.write(data)
-        for d in reversed(made):
-            shutil.rmtree(d, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-'''
 
 
 @dataclass
@@ -143,6 +46,8 @@ class Draft:
     runner: str
     base_sha: str
     notes: list[str]
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -165,14 +70,6 @@ def slug(subject: str, max_len: int = 48) -> str:
     return s
 
 
-def pick_runner(test_sources: dict[str, str]) -> str:
-    """unittest when every touched test module uses it (no pytest needed), else pytest."""
-    modules = [src for path, src in test_sources.items() if is_test_module(path)]
-    if modules and all(re.search(r"^\s*(import unittest|from unittest)", s, re.M) for s in modules):
-        return "unittest"
-    return "pytest"
-
-
 def draft_prompt(message: str, sha: str) -> str:
     body = message.strip()
     return (
@@ -188,10 +85,10 @@ def task_document(
     base_sha: str,
     prompt: str,
     tests: list[str],
-    files: list[str],
-    runner: str,
     sha: str,
     repo: str | None,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
 ) -> dict:
     modules = [t for t in tests if is_test_module(t)]
     doc: dict = {"id": task_id, "title": title}
@@ -201,34 +98,69 @@ def task_document(
     doc["prompt"] = prompt
     doc["tags"] = ["from-commit"]
     doc["criteria"] = [f"the tests commit {sha[:12]} added or changed pass: {', '.join(modules)}"]
-    doc["checks"] = [
-        {
-            "id": CHECK_ID,
-            "description": f"the tests touched by commit {sha[:12]} pass ({', '.join(modules)})",
-            "command": [
-                "python",
-                f"{{inputs}}/graders/{task_id}/{RUNNER_NAME}",
-                f"{{inputs}}/graders/{task_id}/files",
-                "{workspace}",
-                "--runner",
-                runner,
-                *tests,
-            ],
-            "files": files,
-            "timeout_seconds": 300,
-        }
-    ]
+    doc["tests"] = {
+        "from_ref": sha,
+        "files": tests,
+        "runner": "pytest",
+        "fail_to_pass": fail_to_pass,
+        "pass_to_pass": pass_to_pass,
+        "timeout_seconds": 300,
+    }
     return doc
 
 
+def measure_tests(
+    repo: str, parent: str, patch: str, sha: str, tests: list[str], prepare: tuple, tmp: Path
+) -> tuple[list[str], list[str], list[str]]:
+    """(fail_to_pass, pass_to_pass, failing after) by running the commit's test files on the
+    parent and on the parent with the reference patch, each in a fresh checkout."""
+    from bench_pipeline.formats.model import TestsSpec
+    from bench_pipeline.scorers.tests import T_PASSED, materialize, run_whole_files
+    from bench_pipeline.trials.prepare import run_prepare
+    from bench_pipeline.workspace.repo import WorkspaceError, apply_patch, create_workspace
+
+    spec = TestsSpec(files=tuple(tests), from_ref=sha, from_sha=sha)
+    hidden, home = tmp / "hidden", tmp / "home"
+    home.mkdir(parents=True)
+    materialize(spec, tmp, {}, repo, hidden)
+    outcomes: dict[str, dict[str, str]] = {}
+    for phase in ("before", "after"):
+        workspace = create_workspace(repo, parent, tmp / phase)
+        if phase == "after":
+            try:
+                apply_patch(workspace, patch)
+            except WorkspaceError as exc:
+                raise BenchInputError(
+                    None, "SHA", f"the code change does not apply: {exc}"
+                ) from None
+        if prepare:
+            evidence = tmp / f"prepare-{phase}"
+            evidence.mkdir()
+            prep = run_prepare(
+                prepare, workspace, home, evidence, time.monotonic() + 1800, repo, parent, None
+            )
+            if not prep.ok:
+                raise BenchInputError(None, "prepare", f"on the parent: {prep.error}")
+        modules = [t for t in tests if is_test_module(t)]
+        result, report = run_whole_files(
+            spec, workspace, hidden, home, tmp / f"junit-{phase}", modules
+        )
+        if not report:
+            why = (result.output.strip().splitlines() or ["no output"])[-1] if result else ""
+            raise BenchInputError(
+                None,
+                "SHA",
+                f"pytest wrote no report for the commit's tests {phase} the change: {why}",
+            )
+        outcomes[phase] = {tid: r["outcome"] for tid, r in report.items() if not tid.endswith("::")}
+    before, after = outcomes["before"], outcomes["after"]
+    f2p = [t for t, o in after.items() if o == T_PASSED and before.get(t) != T_PASSED]
+    p2p = [t for t, o in after.items() if o == T_PASSED and before.get(t) == T_PASSED]
+    failing = [t for t, o in after.items() if o != T_PASSED]
+    return f2p, p2p, failing
+
+
 # --------------------------------------------------------------------------- git
-
-
-def _show(repo: Path, sha: str, path: str) -> bytes:
-    out = subprocess.run(["git", "show", f"{sha}:{path}"], cwd=repo, capture_output=True)
-    if out.returncode != 0:
-        raise GitError(out.stderr.decode(errors="replace").strip())
-    return out.stdout
 
 
 def draft_from_commit(
@@ -293,11 +225,25 @@ def draft_from_commit(
         cwd=path,
         capture_output=True,
     ).stdout.decode("utf-8")
-    sources = {t: _show(path, full, t) for t in tests}
-    runner = pick_runner({t: s.decode("utf-8", "replace") for t, s in sources.items()})
-
     notes: list[str] = []
     suite_file = sdir / "suite.yaml"
+    # measured before anything is written: a commit that cannot be drafted leaves no files
+    with tempfile.TemporaryDirectory(prefix="bench-from-commit-") as tmp:
+        f2p, p2p, failing = measure_tests(
+            str(path), parent, patch, full, tests, _suite_prepare(suite_file), Path(tmp)
+        )
+    if not f2p:
+        raise BenchInputError(
+            None,
+            "SHA",
+            f"no test of commit {full[:12]} fails before the change and passes after it: "
+            "nothing for the task to measure",
+        )
+    if failing:
+        notes.append(
+            f"{len(failing)} test(s) fail even with the change and are left out: "
+            + ", ".join(failing[:5])
+        )
     task_repo: str | None = None
     if suite_file.exists():
         existing = yaml.safe_load(suite_file.read_text(encoding="utf-8")) or {}
@@ -326,17 +272,10 @@ def draft_from_commit(
             encoding="utf-8",
         )
 
-    files = [f"graders/{tid}/{RUNNER_NAME}"] + [f"graders/{tid}/files/{t}" for t in tests]
-    (graders / "files").mkdir(parents=True)
-    (graders / RUNNER_NAME).write_text(RUNNER, encoding="utf-8")
-    for t, data in sources.items():
-        dest = graders / "files" / t
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
     reference.parent.mkdir(parents=True, exist_ok=True)
     reference.write_text(patch, encoding="utf-8")
     doc = task_document(
-        tid, subject, parent, draft_prompt(message, full), tests, files, runner, full, task_repo
+        tid, subject, parent, draft_prompt(message, full), tests, full, task_repo, f2p, p2p
     )
     task_file.parent.mkdir(parents=True, exist_ok=True)
     header = (
@@ -348,4 +287,13 @@ def draft_from_commit(
         header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100),
         encoding="utf-8",
     )
-    return Draft(tid, suite, task_file, reference, tests, runner, parent, notes)
+    return Draft(tid, suite, task_file, reference, tests, "pytest", parent, notes, f2p, p2p)
+
+
+def _suite_prepare(suite_file: Path) -> tuple[tuple[str, ...], ...]:
+    """The existing suite's prepare commands (run in each checkout, as a trial would)."""
+    if not suite_file.exists():
+        return ()
+    data = yaml.safe_load(suite_file.read_text(encoding="utf-8")) or {}
+    commands = [*(data.get("prepare_commands") or []), *(data.get("prepare") or [])]
+    return tuple(tuple(str(a) for a in c) for c in commands if isinstance(c, list) and c)

@@ -77,7 +77,10 @@ def cmd_from_commit(args: argparse.Namespace) -> int:
     print(f"drafted task {d.suite}/{d.task_id} from {args.sha} (base {d.base_sha[:12]})")
     print(f"  task:      {d.task_file}")
     print(f"  reference: {d.reference}")
-    print(f"  tests:     {', '.join(d.tests)} (run with {d.runner})")
+    print(
+        f"  tests:     {', '.join(d.tests)} (run with {d.runner}): "
+        f"{len(d.fail_to_pass)} fail_to_pass, {len(d.pass_to_pass)} pass_to_pass"
+    )
     for note in d.notes:
         print(f"note: {note}")
     print(

@@ -10,6 +10,8 @@ from typing import Any
 from bench_pipeline.cli import common
 from bench_pipeline.runs.benchmark_run import run_exists
 
+MAX_VALIDATE_REPEAT = 20
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check a factory (or one launch) and, with --reference, every task against its reference patch."""
@@ -19,6 +21,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from bench_pipeline.runs.start import check_tasks_fit_agents
     from bench_pipeline.trials.reference import reference_apply_problem, validate_reference
 
+    if args.repeat < 1 or args.repeat > MAX_VALIDATE_REPEAT:
+        raise common.CliError(f"--repeat: give 1 to {MAX_VALIDATE_REPEAT} runs per phase")
+    if args.repeat > 1 and not args.reference:
+        raise common.CliError("--repeat: only with --reference (it repeats the reference runs)")
     common.paths_of(args)  # a run would fail on a state folder it cannot write: say so now
     factory = load_factory(Path(args.path))
     for launch_name, launch in factory.launches.items():
@@ -44,14 +50,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = 0
     for suite, tasks in factory.suites:
         taskset = freeze(suite.name, suite.directory, tuple(tasks))
-        for v in validate_reference(taskset, suite.directory, args.parallel):
+        results = validate_reference(
+            taskset, suite.directory, args.parallel, args.repeat, suite.prepare_commands
+        )
+        for v in results:
             base = " ".join(f"{k}={s}" for k, s in v.base.items())
             ref = " ".join(f"{k}={s}" for k, s in v.reference.items())
+            spec = taskset.task(v.task_id).tests
+            tests = f" ({v.tests_summary(spec)})" if spec is not None else ""
             if v.ok:
-                print(f"ok    {suite.name}/{v.task_id}: base [{base}] -> reference [{ref}]")
+                print(f"ok    {suite.name}/{v.task_id}: base [{base}] -> reference [{ref}]{tests}")
             else:
                 failed += 1
                 print(f"FAIL  {suite.name}/{v.task_id}: {'; '.join(v.problems)}")
+            if v.flaky:
+                print(
+                    f"      flaky over {v.repeat} runs (not graded; list them in tests.flaky): "
+                    + ", ".join(v.flaky)
+                )
     if failed:
         print(f"{failed} task(s) failed reference validation", file=sys.stderr)
         return common.EXIT_FAILED
@@ -215,6 +231,13 @@ def register(add: common.AddCommand) -> None:
         help="each task must fail on its base and pass with its reference patch",
     )
     v.add_argument("--parallel", type=int, default=2, help="tasks validated at once (default 2)")
+    v.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with --reference: run each phase K times; tests with mixed outcomes are flaky",
+    )
 
     e = add("estimate", cmd_estimate)
     e.add_argument("launch")

@@ -83,6 +83,8 @@ SUITE_KEYS = {
     "notify",
     "scorers",
     "description",
+    "prepare",
+    "findings",
 }
 TASK_KEYS = {
     "id",
@@ -99,8 +101,11 @@ TASK_KEYS = {
     "assert",
     "turns",
     "original",
+    "tests",
+    "prepare",
+    "findings",
 }
-CHECK_KEYS = {"id", "description", "command", "files", "timeout_seconds"}
+CHECK_KEYS = {"id", "description", "command", "files", "timeout_seconds", "exit_codes", "env"}
 ORIGINAL_KEYS = {
     "patch",
     "text",
@@ -460,6 +465,9 @@ def load_suite(factory: FactoryView, name: str) -> Suite:
         if not isinstance(cmd, list) or not cmd:
             raise f.fail(f"prepare_commands[{i}]", "must be a non-empty argument array")
         prepare.append(tuple(str(a) for a in cmd))
+    from bench_pipeline.formats import tests_format
+
+    prepare.extend(tests_format.parse_prepare(f))  # `prepare` (after `prepare_commands`)
     scorers = f.str_list("scorers", ("checks",))
     for i, s in enumerate(scorers):
         _validate_scorer(factory, shown, f"scorers[{i}]", s)
@@ -480,6 +488,7 @@ def load_suite(factory: FactoryView, name: str) -> Suite:
         nightly_cron=f.str("nightly_cron", "0 2 * * *") or "0 2 * * *",
         notify=f.str("notify"),
         scorers=scorers,
+        findings=tests_format.parse_findings(f),
     )
 
 
@@ -533,6 +542,7 @@ def load_task(factory: FactoryView, suite: Suite, path: Path) -> Task:
         base_ref is None
         and repo_value is None
         and not f.get("checks")
+        and not f.get("tests")
         and f.get("reference_patch") is None
     )
     if not text_task and base_ref is None:
@@ -578,8 +588,25 @@ def load_task(factory: FactoryView, suite: Suite, path: Path) -> Task:
         asserts=asserts,
         turns=turns,
         original=_original(factory, suite, f),
+        **_repo_tests(factory, suite, f, None if text_task else repo, shown),
         source_file=shown,
     )
+
+
+def _repo_tests(
+    factory: FactoryView, suite: Suite, f: _Fields, repo: str | None, shown: str
+) -> dict[str, Any]:
+    """The task's `tests`, `prepare` and `findings` (formats.tests_format parses them)."""
+    from bench_pipeline.formats import tests_format
+
+    tests = tests_format.parse_tests(factory, suite.directory, f, repo, shown)
+    if tests is not None and repo is None:
+        raise f.fail("tests", "a text task (no repo/base_ref) cannot run tests")
+    return {
+        "tests": tests,
+        "prepare": tests_format.parse_prepare(f),
+        "findings": tests_format.parse_findings(f) or suite.findings,
+    }
 
 
 def _checks(factory: FactoryView, suite: Suite, f: _Fields) -> tuple[Check, ...]:
@@ -609,9 +636,17 @@ def _checks(factory: FactoryView, suite: Suite, f: _Fields) -> tuple[Check, ...]
                 command=command,
                 files=files,
                 timeout_seconds=c.number("timeout_seconds", 60.0, 1, MAX_CHECK_TIMEOUT) or 60.0,
+                **_check_codes(c),
             )
         )
     return tuple(checks)
+
+
+def _check_codes(c: _Fields) -> dict[str, Any]:
+    from bench_pipeline.formats import tests_format
+
+    passed, failed = tests_format.parse_exit_codes(c)
+    return {"passed_codes": passed, "failed_codes": failed, "env": tests_format.parse_env(c)}
 
 
 def _asserts(f: _Fields, key: str) -> tuple[Assertion, ...]:

@@ -25,6 +25,10 @@ ASSERT_TYPES = (
     "max_cost_usd",
 )
 MAX_TRIALS, MAX_TASKS, MAX_CONFIGS, MAX_REPETITIONS = 500, 100, 8, 10
+# What a failed attempt's findings tell the next attempt: the output of failing checks and
+# tests (`full`), only their ids and descriptions (`names`), or nothing but "try again" (`none`).
+FINDINGS = ("full", "names", "none")
+TEST_RUNNERS = ("pytest", "command")
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _ID = re.compile(ID_PATTERN)
 
@@ -88,6 +92,50 @@ class Check:
     command: tuple[str, ...]
     files: tuple[str, ...]  # relative to the suite directory
     timeout_seconds: float = 60.0
+    # Exit codes that mean passed / failed; any other code is a grader fault (inconclusive).
+    passed_codes: tuple[int, ...] = (0,)
+    failed_codes: tuple[int, ...] = (1,)
+    # Variables set for the command (a None value unsets one the harness would set).
+    env: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class TestsSpec:
+    """A task graded with the repository's own tests (the SWE-bench FAIL_TO_PASS rule).
+
+    The test `files` (workspace-relative paths) come from the suite folder (`source_dir`) or
+    from a commit of the task's repo (`from_sha`); they are snapshotted before the agent runs
+    and copied into the workspace only to grade, then removed again.
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    files: tuple[str, ...] = ()
+    source_dir: str | None = None  # suite-relative folder holding `files`
+    from_ref: str | None = None
+    from_sha: str | None = None  # from_ref resolved at load time
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
+    flaky: tuple[str, ...] = ()  # known flaky ids: run and reported, never scored
+    runner: str = "pytest"  # pytest | command
+    command: tuple[str, ...] = ()  # `command` runner: writes JUnit XML to {junit}
+    python: str = "python"  # pytest runner's interpreter (e.g. .venv/bin/python after prepare)
+    plugins: bool = False  # pytest: let installed plugins auto-load (off: faster, reproducible)
+    env: tuple[tuple[str, str | None], ...] = ()
+    timeout_seconds: float = 300.0
+
+    @property
+    def graded_ids(self) -> tuple[str, ...]:
+        flaky = set(self.flaky)
+        ids = (*self.fail_to_pass, *self.pass_to_pass)
+        return tuple(t for t in dict.fromkeys(ids) if t not in flaky)
+
+    @property
+    def suite_files(self) -> tuple[str, ...]:
+        """Suite-relative files to snapshot (none when the tests come from a commit)."""
+        if self.source_dir is None:
+            return ()
+        return tuple(f"{self.source_dir}/{rel}" for rel in self.files)
 
 
 @dataclass(frozen=True)
@@ -135,6 +183,9 @@ class Task:
     asserts: tuple[Assertion, ...] = ()
     turns: tuple[Turn, ...] = ()
     original: Original | None = None
+    tests: TestsSpec | None = None
+    prepare: tuple[tuple[str, ...], ...] = ()  # task's own, run after the suite's
+    findings: str | None = None  # None: the suite's setting (see FINDINGS)
     source_file: str = ""
 
     @property
@@ -145,6 +196,8 @@ class Task:
     def input_files(self) -> tuple[str, ...]:
         """Suite-relative files snapshotted before any agent runs."""
         files = [f for c in self.checks for f in c.files]
+        if self.tests is not None:
+            files.extend(self.tests.suite_files)
         if self.reference_patch:
             files.append(self.reference_patch)
         return tuple(dict.fromkeys(files))
@@ -170,6 +223,13 @@ class Suite:
     nightly_cron: str = "0 2 * * *"
     notify: str | None = None
     scorers: tuple[str, ...] = ("checks",)
+    findings: str | None = None  # None = the default (see `findings_mode`)
+
+
+def findings_mode(task: Task, suite_setting: str | None = None) -> str:
+    """What failing checks and tests tell the next attempt. Default: `names` when the task has
+    hidden tests (their source must not reach the agent), else `full`."""
+    return task.findings or suite_setting or ("names" if task.tests is not None else "full")
 
 
 @dataclass(frozen=True)

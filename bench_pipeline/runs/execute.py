@@ -41,6 +41,11 @@ def execute_partition(
     todo: list[TrialSpec] = [s for s in run.trial_specs(config_id, rep) if s.trial_id not in done]
     cancel_flag = paths.cancel_flag(run.run_id)
 
+    def on_tests(row: dict[str, Any], tests: list[dict[str, Any]]) -> None:
+        # written before the trial row: a trial that counts as done has its test rows
+        part = layout.trial_part(config_id, rep, row["task_id"])
+        warehouse.write("test_results", tests, run.run_id, part)
+
     def on_done(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
         part = layout.trial_part(config_id, rep, row["task_id"])
         warehouse.write("trials", [row], run.run_id, part)
@@ -61,6 +66,8 @@ def execute_partition(
         cancelled=cancel_flag.exists,
         attempt_no=attempt_no,
         on_trial_done=on_done,
+        on_test_results=on_tests,
+        prepare_cache=paths.prepare_cache,
     )
     if run.launch.ci is not None:  # commit + push each trial's final state to bench/<run>/<trial>
         from bench_pipeline.runs.ci_push import ci_finalizer

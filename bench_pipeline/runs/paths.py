@@ -37,6 +37,11 @@ class BenchPaths:
         """The run's grader files and references as frozen (every trial copies from here)."""
         return self.home / "inputs" / run_id
 
+    @property
+    def prepare_cache(self) -> Path:
+        """Caches of `prepare` commands, one folder per key (see trials.prepare)."""
+        return self.home / "cache" / "prepare"
+
     def cancel_flag(self, run_id: str) -> Path:
         return self.home / "cancel" / run_id
 

@@ -5,6 +5,7 @@ from bench_pipeline.scorers import (  # noqa: F401  (register)
     checks,
     ci,  # noqa: F401  (register)
     judge,
+    tests,
     workflow,
 )
 from bench_pipeline.scorers.asserts import turn_pass_hat_n, turn_rows

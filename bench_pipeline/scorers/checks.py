@@ -61,7 +61,10 @@ def _describe(check_ids: list[str], results: list[dict[str, Any]]) -> str:
             continue
         desc = check.get("description")
         code = check.get("exit_code")
-        extra = f"exit {code}" if code is not None else "no exit code (timeout?)"
+        # the runner records why (timeout, cannot start, undeclared code); older evidence may not
+        extra = check.get("reason") or (
+            f"exit {code}" if code is not None else "no exit code (timed out or not started)"
+        )
         if check.get("status") not in (PASSED, FAILED, INCONCLUSIVE):
             extra = f"unknown status {check.get('status')!r}"
         parts.append(f"{cid}{f' - {desc}' if desc else ''} ({extra})")
@@ -89,7 +92,7 @@ class ChecksScorer(Scorer):
         groups = summarize_checks(trial.checks, expected)
         details = {
             "checks": [
-                {k: c.get(k) for k in ("id", "description", "status", "exit_code")}
+                {k: c.get(k) for k in ("id", "description", "status", "exit_code", "reason")}
                 for c in trial.checks
             ],
             **{f"{status}_ids": ids for status, ids in groups.items()},

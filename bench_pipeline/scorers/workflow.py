@@ -40,7 +40,7 @@ from bench_pipeline.scorers.base import (
     register_scorer,
 )
 from bench_pipeline.scorers.outcome import outcome_gate
-from bench_pipeline.workspace.process import run_command, scrubbed_env
+from bench_pipeline.workspace.process import GRADER_DEFAULTS, run_command, scrubbed_env
 
 COMMAND_KEYS = ("command", "timeout_seconds", "env", "description")
 DEFAULT_TIMEOUT, MAX_TIMEOUT = 60.0, 600.0
@@ -252,7 +252,8 @@ class WorkflowScorer(Scorer):
             result = run_command(
                 argv,
                 cwd=root,
-                env=scrubbed_env(allow=spec["env"], home=Path(tmp)),
+                # a grader like checks: the documented GRADER_DEFAULTS included
+                env=scrubbed_env(allow=spec["env"], home=Path(tmp), extra=GRADER_DEFAULTS),
                 timeout=spec["timeout_seconds"],
             )
         if result.timed_out:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -31,7 +32,7 @@ from bench_pipeline.agents.base import (
 )
 from bench_pipeline.agents.offline import NotApplicable
 from bench_pipeline.agents.transcript import Transcript
-from bench_pipeline.formats.model import Check, Config, Prices, Task
+from bench_pipeline.formats.model import Check, Config, Prices, Task, findings_mode
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.formats.vocabulary import (
     OUTCOME_AGENT_ERROR,
@@ -43,7 +44,8 @@ from bench_pipeline.formats.vocabulary import (
     OUTCOME_TASK_ERROR,
     OUTCOME_WORKSPACE_ERROR,
 )
-from bench_pipeline.workspace.process import CommandResult, run_command, scrubbed_env
+from bench_pipeline.scorers import tests as repo_tests
+from bench_pipeline.workspace.process import CommandResult, grader_env, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
     WorkspaceError,
     create_workspace,
@@ -90,6 +92,9 @@ class TrialContext:
     # returns is stored under "finalize" in the trial's metadata.json.
     finalize_workspace: Callable[[Path, TrialSpec], dict[str, Any]] | None = None
     on_trial_done: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
+    # Called with the trial row and its per-test rows (TEST_RESULTS) before on_trial_done.
+    on_test_results: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
+    prepare_cache: Path | None = None  # where prepare caches live (None: no cache)
 
     def secrets(self) -> list[str]:
         return [v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)]
@@ -99,6 +104,7 @@ class TrialContext:
 class TrialOutcome:
     row: dict[str, Any]  # a TRIALS row
     checks: list[dict[str, Any]]  # CHECK_RESULTS rows (every attempt)
+    tests: list[dict[str, Any]] = field(default_factory=list)  # TEST_RESULTS rows
 
 
 def run_trials(
@@ -139,6 +145,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     finally:
         if state.work_dir is not None and not ctx.keep_workspaces:
             remove_workspace(state.work_dir, up_to=ctx.work_root)
+        if state.private_dir is not None:
+            shutil.rmtree(state.private_dir, ignore_errors=True)
+    if ctx.on_test_results and outcome.tests:
+        ctx.on_test_results(outcome.row, outcome.tests)
     if ctx.on_trial_done:
         ctx.on_trial_done(outcome.row, outcome.checks)
     return outcome
@@ -174,6 +184,19 @@ class _TrialState:
         self.final_checks: list[dict[str, Any]] = []
         self.answer: str | None = None
         self.turns: list[dict[str, Any]] = []
+        # What the tests criterion reads and writes while the trial runs lives in a private temp
+        # folder, neither in the workspace nor in the evidence folder (whose path reaches
+        # agents through {prompt_file}): the hidden files and each attempt's test output, which
+        # would otherwise leak more than `findings` allows. The output moves to the evidence at
+        # the end of the trial.
+        self.private_dir: Path | None = None
+        self.hidden_dir: Path | None = None
+        self.hidden_hashes: dict[str, str] = {}
+        hidden = set(spec.task.tests.suite_files) if spec.task.tests is not None else set()
+        hidden -= {f for c in spec.task.checks for f in c.files}  # a check that names one sees it
+        self.visible_hashes = {k: v for k, v in self.input_hashes.items() if k not in hidden}
+        self.test_rows: list[dict[str, Any]] = []
+        self.final_tests: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------- steps
 
@@ -186,7 +209,7 @@ class _TrialState:
             self.usage = Usage.unknown(f"not run: {reason}")
             return
         self.home.mkdir()
-        snapshot_inputs(self.ctx.suite_dir, self.input_hashes, self.inputs_dir)
+        snapshot_inputs(self.ctx.suite_dir, self.visible_hashes, self.inputs_dir)
         ws_root = (
             self.ctx.work_root
             / self.ctx.run_id
@@ -198,6 +221,12 @@ class _TrialState:
         if not task.is_text:
             assert task.repo and task.base_sha
             self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
+            if task.tests is not None:
+                self.private_dir = Path(tempfile.mkdtemp(prefix="bench-grading-"))
+                self.hidden_dir = self.private_dir / "hidden"
+                self.hidden_hashes = repo_tests.materialize(
+                    task.tests, self.ctx.suite_dir, self.input_hashes, task.repo, self.hidden_dir
+                )
             self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
@@ -210,7 +239,7 @@ class _TrialState:
             self.iterations = attempt
             if not self._run_agent(agent, attempt, prompt, state):
                 return
-            if task.is_text or not task.checks:
+            if task.is_text or not (task.checks or task.tests):
                 return
             checks = self._grade(attempt)
             if self.outcome != OUTCOME_SUCCEEDED:
@@ -218,22 +247,28 @@ class _TrialState:
             failing = [c for c in checks if c["status"] != PASSED]
             if not failing or attempt == self.agent_spec.max_iterations or not agent.takes_feedback:
                 return
-            prompt = findings_prompt(failing)
+            prompt = findings_prompt(failing, findings_mode(task))
             self.transcript.write("findings", attempt=attempt, prompt=prompt)
 
     def _prepare(self) -> None:
-        env = scrubbed_env(home=self.home)
-        for i, argv in enumerate(self.ctx.prepare_commands):
-            result = run_command(
-                list(argv), self.workspace, env, max(self.deadline - time.monotonic(), 1)
-            )  # type: ignore[arg-type]
-            self._write(f"prepare-{i + 1}.log", result.output)
-            if result.exit_code != 0:
-                self._set(
-                    OUTCOME_WORKSPACE_ERROR,
-                    f"prepare command {list(argv)} exited {result.exit_code}",
-                )
-                return
+        from bench_pipeline.trials.prepare import run_prepare
+
+        task = self.spec.task
+        assert self.workspace is not None and task.repo and task.base_sha
+        result = run_prepare(
+            (*self.ctx.prepare_commands, *task.prepare),
+            self.workspace,
+            self.home,
+            self.dir,
+            self.deadline,
+            task.repo,
+            task.base_sha,
+            self.ctx.prepare_cache,
+            redact=self.transcript.redact,
+            cancelled=self.ctx.cancelled,
+        )
+        if not result.ok:
+            self._set(OUTCOME_WORKSPACE_ERROR, result.error or "prepare failed")
 
     def _run_agent(self, agent: Any, attempt: int, prompt: str, state: dict[str, Any]) -> bool:
         """One attempt of the agent; False when the trial ends here (failure or not applicable)."""
@@ -313,6 +348,8 @@ class _TrialState:
         if not self._inputs_intact("before grading"):
             return []
         checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
+        if self.spec.task.tests is not None:
+            checks.append(self._run_tests(attempt))
         self.grading_seconds += time.monotonic() - t0
         if not self._inputs_intact("after grading"):
             return []
@@ -332,6 +369,7 @@ class _TrialState:
             "exit_code": result.exit_code,
             "timed_out": result.timed_out,
             "duration_seconds": round(result.duration_seconds, 4),
+            "reason": check_reason(check, result, status),
             "output": self.transcript.redact(result.output[-FINDING_OUTPUT_CHARS:]),
             "log": log,
         }
@@ -347,8 +385,57 @@ class _TrialState:
         )
         return row
 
+    def _run_tests(self, attempt: int) -> dict[str, Any]:
+        """The task's `tests` criterion, as one check row (id `tests`) plus per-test rows."""
+        spec = self.spec.task.tests
+        assert spec is not None and self.workspace is not None and self.hidden_dir is not None
+        run = repo_tests.run_tests(
+            spec,
+            self.workspace,
+            self.hidden_dir,
+            self.hidden_hashes,
+            self.home,
+            self._private(f"attempt{attempt}/tests"),
+            self.ctx.cancelled,
+        )
+        log = f"attempt{attempt}/tests/output.log"
+        self._private(log).write_text(self.transcript.redact(run.output), encoding="utf-8")
+        summary = run.summary()
+        self.final_tests = summary
+        results = self._private(f"attempt{attempt}/tests/results.json")
+        results.write_text(self.transcript.redact(json.dumps(summary, indent=2)), encoding="utf-8")
+        self.test_rows.extend(repo_tests.test_rows(run, attempt))
+        row = repo_tests.check_row(run, spec, summary, log, FINDING_OUTPUT_CHARS)
+        row["output"] = self.transcript.redact(row["output"])
+        self.check_rows.append(
+            {
+                "check_id": row["id"],
+                "attempt": attempt,
+                "status": run.status,
+                "exit_code": run.exit_code,
+                "timed_out": run.timed_out,
+                "duration_seconds": run.duration_seconds,
+            }
+        )
+        return row
+
+    def _private(self, rel: str) -> Path:
+        assert self.private_dir is not None
+        path = self.private_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _publish_private(self) -> None:
+        """Move each attempt's test output from the private folder into the evidence."""
+        if self.private_dir is None:
+            return
+        for folder in sorted(self.private_dir.glob("attempt*")):
+            shutil.copytree(folder, self.dir / folder.name, dirs_exist_ok=True)
+
     def _inputs_intact(self, when: str) -> bool:
-        changed = changed_inputs(self.inputs_dir, self.input_hashes)
+        changed = changed_inputs(self.inputs_dir, self.visible_hashes)
+        if self.hidden_dir is not None:
+            changed += repo_tests.changed_hidden(self.hidden_dir, self.hidden_hashes)
         if changed:
             self._set(OUTCOME_INVALIDATED, f"grader integrity: {', '.join(changed)} changed {when}")
             self.transcript.write("invalidated", files=changed, when=when)
@@ -368,6 +455,7 @@ class _TrialState:
 
     def finish(self, started_at: datetime, duration: float) -> TrialOutcome:
         spec, task, ctx = self.spec, self.spec.task, self.ctx
+        self._publish_private()
         finalize: dict[str, Any] = {}
         if (
             ctx.finalize_workspace
@@ -391,6 +479,8 @@ class _TrialState:
         if self.turns:
             self._write("turns.json", json.dumps(self.turns, indent=2, default=str))
         self._write("checks.json", json.dumps(self.final_checks, indent=2))
+        if self.final_tests is not None:  # tests fixed / still failing / broken, final attempt
+            self._write(repo_tests.EVIDENCE_FILE, json.dumps(self.final_tests, indent=2))
         self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
         usage = self.usage
         cost, unknown = usage.cost_usd, usage.cost_unknown_reason
@@ -442,13 +532,16 @@ class _TrialState:
             "config": spec.config.agent.frozen_dict(),
             "config_overrides": dict(spec.config.overrides),
             "input_hashes": self.input_hashes,
+            "hidden_test_hashes": self.hidden_hashes,
             "base_sha": task.base_sha,
             "attempts": self.attempts,
             "finalize": finalize,
         }
         self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]
-        return TrialOutcome(row, checks)
+        keys = {k: row[k] for k in ("run_id", "trial_id", "task_id", "config_id", "repetition")}
+        tests = [{**keys, **t} for t in self.test_rows]
+        return TrialOutcome(row, checks, tests)
 
 
 def substitute(argv: Iterable[str], inputs: Path, workspace: Path | None) -> list[str]:
@@ -472,28 +565,56 @@ def execute_check(
     """Run one deterministic check in the workspace; returns its result and status."""
     argv = substitute(check.command, inputs=inputs_dir, workspace=workspace)
     result = run_command(
-        argv, workspace, scrubbed_env(home=home), check.timeout_seconds, cancelled=cancelled
+        argv, workspace, grader_env(home, check.env), check.timeout_seconds, cancelled=cancelled
     )
-    return result, check_status(result.exit_code)
+    return result, check_status(result.exit_code, check.passed_codes, check.failed_codes)
 
 
-def check_status(exit_code: int | None) -> str:
-    """0 = passed, 1 = the behaviour is absent, anything else (or a timeout) = grader fault."""
-    if exit_code == 0:
+def check_status(
+    exit_code: int | None, passed: tuple[int, ...] = (0,), failed: tuple[int, ...] = (1,)
+) -> str:
+    """The check's declared codes (default 0 = passed, 1 = the behaviour is absent); any other
+    code, a timeout or a command that cannot start = grader fault (inconclusive)."""
+    if exit_code in passed:
         return PASSED
-    if exit_code == 1:
+    if exit_code in failed:
         return FAILED
     return INCONCLUSIVE
 
 
-def findings_prompt(failing: list[dict[str, Any]]) -> str:
-    """What the agent is told after a failed attempt: the concrete failing checks."""
+def check_reason(check: Check, result: CommandResult, status: str) -> str:
+    """Why a check ended as it did, in words that name the grader fault when there is one."""
+    if result.cancelled:
+        return "cancelled while the check ran"
+    if result.timed_out:
+        return f"timed out after {check.timeout_seconds:g} s (grader fault)"
+    if result.exit_code is None:
+        first = result.output.strip().splitlines()[0] if result.output.strip() else "not started"
+        return f"grader fault: {first}"
+    if status == INCONCLUSIVE:
+        return (
+            f"exit {result.exit_code} is neither a passed code {list(check.passed_codes)} nor "
+            f"a failed code {list(check.failed_codes)} (grader fault)"
+        )
+    return f"exit {result.exit_code}"
+
+
+def findings_prompt(failing: list[dict[str, Any]], mode: str = "full") -> str:
+    """What the agent is told after a failed attempt (`findings`): the failing checks with their
+    output (`full`), their ids and descriptions only (`names`; failing test ids for `tests`),
+    or only that the attempt failed (`none`)."""
     lines = [
         "Your previous attempt did not pass these acceptance checks. Fix the code and try again.",
         "",
     ]
+    if mode == "none":
+        return lines[0]
     for c in failing:
         lines.append(f"- {c['id']} ({c['status']}): {c['description']}")
+        if mode == "names":
+            if c.get("names_output"):
+                lines.append(c["names_output"])
+            continue
         output = (c.get("output") or "").strip()
         if output:
             lines.append("  output:\n    " + output[-FINDING_OUTPUT_CHARS:].replace("\n", "\n    "))

@@ -87,6 +87,21 @@ SCORES = pa.schema(
     ]
 )
 
+TEST_RESULTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("trial_id", pa.string()),
+        ("task_id", pa.string()),
+        ("config_id", pa.string()),
+        ("repetition", pa.int32()),
+        ("attempt", pa.int32()),
+        ("test_id", pa.string()),  # pytest node id, e.g. tests/test_x.py::TestY::test_z[1]
+        ("list", pa.string()),  # fail_to_pass | pass_to_pass | flaky (run, never scored)
+        ("outcome", pa.string()),  # passed | failed | error | skipped | missing
+        ("duration_seconds", pa.float64()),
+    ]
+)
+
 CHECK_RESULTS = pa.schema(
     [
         ("run_id", pa.string()),

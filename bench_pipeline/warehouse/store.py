@@ -32,6 +32,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "trials": tables.TRIALS,
     "scores": tables.SCORES,
     "check_results": tables.CHECK_RESULTS,
+    "test_results": tables.TEST_RESULTS,
 }
 _SAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 SMALL_READ_FILES = 200

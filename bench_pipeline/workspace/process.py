@@ -42,12 +42,31 @@ def scrubbed_env(
     env = {k: os.environ[k] for k in (*BASE_ENV, *allow) if k in os.environ}
     env.setdefault("LANG", "C.UTF-8")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    # pytest plugin auto-loading costs ~0.7 s per grader run (measured).
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env["GIT_TERMINAL_PROMPT"] = "0"
     if home is not None:
         env["HOME"] = str(home)
     env.update(extra or {})
+    return env
+
+
+# What graders (checks, the tests runner) get on top of `scrubbed_env`, unless a check's or the
+# tests criterion's `env` overrides or unsets (null) it: pytest plugin auto-loading costs ~0.7 s
+# per grader run (measured) and makes a grade depend on whatever plugins happen to be installed.
+# Agents and prepare commands never get it.
+GRADER_DEFAULTS = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def grader_env(
+    home: Path | None, overrides: Iterable[tuple[str, str | None]] = ()
+) -> dict[str, str]:
+    """The environment of a grader: scrubbed, the grader defaults, then the task's `env`
+    (a None value removes the variable)."""
+    env = scrubbed_env(home=home, extra=GRADER_DEFAULTS)
+    for name, value in overrides:
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
