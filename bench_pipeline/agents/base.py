@@ -80,6 +80,9 @@ class AgentRequest:
     env: dict[str, str]  # scrubbed environment plus the agent's allow-listed variables
     state: dict[str, Any] = field(default_factory=dict)  # carried across attempts of one trial
     cancelled: Callable[[], bool] = lambda: False
+    # Where files passed to and from the agent's processes go (prompt, usage) when they cannot
+    # see the evidence folder (isolation: sandbox); None = evidence_dir.
+    scratch_dir: Path | None = None
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()

@@ -238,10 +238,11 @@ class CommandAgent(Agent):
         n = request.attempt
         evidence = request.evidence_dir
         evidence.mkdir(parents=True, exist_ok=True)
-        cwd = request.workspace if request.workspace is not None else evidence
-        prompt_file = evidence / f"prompt-attempt{n}.md"
+        exchange = request.scratch_dir or evidence  # visible to the agent's processes
+        cwd = request.workspace if request.workspace is not None else exchange
+        prompt_file = exchange / f"prompt-attempt{n}.md"
         prompt_file.write_text(request.prompt, encoding="utf-8")
-        usage_file = evidence / f"usage-attempt{n}.json"
+        usage_file = exchange / f"usage-attempt{n}.json"
         usage_file.unlink(missing_ok=True)
         argv = substitute(
             self.argv_template(),

@@ -62,6 +62,10 @@ class AgentSpec:
     api_key_env: str | None = None
     base_url: str | None = None  # anthropic: API base URL (a proxy or a test server)
     max_output_tokens: int = 8192
+    # None = the default: `sandbox` where bubblewrap works (else `process`, with a warning).
+    isolation: str | None = None
+    network: str | None = None  # None = `model` for command/preset agents given env, else none
+    mounts: tuple[str, ...] = ()  # extra paths visible in the sandbox: "/abs" (ro), "/abs:rw"
     source_file: str = ""
 
     def with_overrides(self, **overrides: Any) -> AgentSpec:

@@ -26,6 +26,7 @@ from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import Check, Config, Prices, Task
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.formats.vocabulary import (
+    ISOLATION_SANDBOX,
     OUTCOME_AGENT_ERROR,
     OUTCOME_BUDGET,
     OUTCOME_CANCELLED,
@@ -34,11 +35,11 @@ from bench_pipeline.formats.vocabulary import (
     OUTCOME_SUCCEEDED,
     OUTCOME_WORKSPACE_ERROR,
 )
+from bench_pipeline.workspace import evidence, sandbox
 from bench_pipeline.workspace.process import CommandResult, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
     WorkspaceError,
     create_workspace,
-    diff_against,
     remove_workspace,
 )
 from bench_pipeline.workspace.snapshot import changed_inputs, snapshot_inputs
@@ -125,8 +126,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     try:
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
-        if state.workspace is not None and not ctx.keep_workspaces:
-            remove_workspace(state.workspace.parent)
+        if not ctx.keep_workspaces:
+            remove_workspace(state.private_root)
     if ctx.on_trial_done:
         ctx.on_trial_done(outcome.row, outcome.checks)
     return outcome
@@ -146,8 +147,17 @@ class _TrialState:
         self.deadline = start + self.agent_spec.timeout_seconds
         self.inputs_dir = trial_dir / "inputs"
         self.input_hashes = ctx.taskset.input_hashes.get(spec.task.id, {})
-        self.home = trial_dir / "home"
+        # Private to the trial and outside the evidence: what the agent writes there (its home,
+        # /tmp, the prompt and usage files) is neither visible to others nor kept as evidence.
+        self.private_root = (
+            ctx.work_root / ctx.run_id / spec.task.id / spec.config.id / f"rep{spec.repetition}"
+        )
+        self.home = self.private_root / "home"
+        self.tmp = self.private_root / "tmp"
+        self.scratch = self.private_root / "scratch"
         self.workspace: Path | None = None
+        self.isolation: sandbox.Isolation | None = None
+        self.isolation_note: str | None = None
         self.usage = Usage()
         self.outcome = OUTCOME_SUCCEEDED
         self.error: str | None = None
@@ -171,19 +181,18 @@ class _TrialState:
             self._set(OUTCOME_NOT_APPLICABLE, message)
             self.usage = Usage.unknown(f"not run: {reason}")
             return
-        self.home.mkdir()
+        if self.private_root.exists():  # a crashed earlier attempt of this trial
+            remove_workspace(self.private_root)
+        for folder in (self.home, self.tmp, self.scratch):
+            folder.mkdir(parents=True)
         snapshot_inputs(self.ctx.suite_dir, self.input_hashes, self.inputs_dir)
         if not task.is_text:
             assert task.repo and task.base_sha
-            ws_root = (
-                self.ctx.work_root
-                / self.ctx.run_id
-                / task.id
-                / self.spec.config.id
-                / f"rep{self.spec.repetition}"
-            )
-            self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
-            self._prepare()
+            self.workspace = create_workspace(task.repo, task.base_sha, self.private_root / "repo")
+        self._isolate()
+        if not task.is_text:
+            with sandbox.isolated(self.isolation and self.isolation.for_prepare()):
+                self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
         state: dict[str, Any] = {}
@@ -205,6 +214,21 @@ class _TrialState:
                 return
             prompt = findings_prompt(failing)
             self.transcript.write("findings", attempt=attempt, prompt=prompt)
+
+    def _isolate(self) -> None:
+        """Decide how this trial's processes run (see workspace/sandbox.py)."""
+        try:
+            mode, self.isolation_note = sandbox.resolve_mode(self.agent_spec.isolation)
+        except sandbox.SandboxUnavailable as exc:
+            raise WorkspaceError(f"isolation: sandbox is unavailable: {exc}") from None
+        self.isolation = sandbox.trial_isolation(
+            self.agent_spec,
+            mode,
+            workspace=self.workspace,
+            private=(self.home, self.scratch),
+            tmp=self.tmp,
+            token=self.spec.trial_id,
+        )
 
     def _prepare(self) -> None:
         env = scrubbed_env(home=self.home)
@@ -238,11 +262,15 @@ class _TrialState:
             env=env,
             state=state,
             cancelled=self.ctx.cancelled,
+            scratch_dir=self.scratch
+            if self.isolation is not None and self.isolation.mode == ISOLATION_SANDBOX
+            else None,
         )
         t0 = time.monotonic()
         self.transcript.write("attempt_start", attempt=attempt, prompt=prompt)
         try:
-            result = agent.run(request)
+            with sandbox.isolated(self.isolation):
+                result = agent.run(request)
         except NotApplicable as exc:
             self._set(OUTCOME_NOT_APPLICABLE, str(exc))
             self.usage = Usage.unknown(f"not run: {exc.reason}")
@@ -292,7 +320,9 @@ class _TrialState:
         t0 = time.monotonic()
         if not self._inputs_intact("before grading"):
             return []
-        checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
+        graders = self.isolation.for_graders(self.inputs_dir) if self.isolation else None
+        with sandbox.isolated(graders):
+            checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
         self.grading_seconds += time.monotonic() - t0
         if not self._inputs_intact("after grading"):
             return []
@@ -358,20 +388,34 @@ class _TrialState:
                 finalize = ctx.finalize_workspace(self.workspace, spec)
             except Exception as exc:  # CI push failures must not lose the trial
                 finalize = {"error": f"{type(exc).__name__}: {exc}"}
-        patch = None
+        caps = evidence.caps()
+        kept: dict[str, dict[str, Any]] = {}
         if self.workspace is not None and task.base_sha and self.workspace.exists():
             try:
-                patch = diff_against(self.workspace, task.base_sha)
+                kept["changes.patch"] = evidence.write_patch(
+                    self.workspace,
+                    task.base_sha,
+                    self.dir / "changes.patch",
+                    caps["patch_bytes"],
+                    self.transcript.redact,
+                )
             except WorkspaceError as exc:
                 self._set(OUTCOME_WORKSPACE_ERROR, f"cannot diff the workspace: {exc}")
-        if patch is not None:
-            self._write("changes.patch", patch)
         if self.answer is not None:
             self._write("answer.txt", self.answer)
         if self.turns:
             self._write("turns.json", json.dumps(self.turns, indent=2, default=str))
         self._write("checks.json", json.dumps(self.final_checks, indent=2))
         self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
+        if self.transcript.truncated:
+            kept["transcript.jsonl"] = {
+                "bytes": self.transcript.written,
+                "full_bytes": self.transcript.full_bytes,
+                "truncated": True,
+            }
+        kept.update(evidence.cap_files(self.dir, caps["file_bytes"], skip=("changes.patch",)))
+        outputs = list(self.isolation.truncated_outputs) if self.isolation else []
+        truncated = bool(outputs) or any(v.get("truncated") for v in kept.values())
         usage = self.usage
         cost, unknown = usage.cost_usd, usage.cost_unknown_reason
         if cost is None and unknown is None:
@@ -414,6 +458,9 @@ class _TrialState:
             "evidence_dir": str(self.dir),
             "engine_version": __version__,
             "attempt_no": ctx.attempt_no,
+            "isolation": self.isolation.mode if self.isolation else None,
+            "network": self.isolation.network if self.isolation else None,
+            "evidence_truncated": truncated,
         }
         metadata = {
             **{k: v for k, v in row.items() if k not in ("started_at", "finished_at")},
@@ -425,6 +472,8 @@ class _TrialState:
             "base_sha": task.base_sha,
             "attempts": self.attempts,
             "finalize": finalize,
+            "isolation_note": self.isolation_note,
+            "evidence": {"caps": caps, "truncated": truncated, "files": kept, "outputs": outputs},
         }
         self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]
