@@ -562,3 +562,53 @@ def test_kill_9_of_bench_run_then_resume_leaves_no_trial_process(
         _kill(token)
         if proc.poll() is None:
             proc.kill()
+
+
+def _simple_agent(factory: Path, extra: str = "") -> Path:
+    argv = ["python", "-c", "print('hello')"]
+    (factory / "agents" / "plain.yaml").write_text(
+        f"kind: command\ncommand: {json.dumps(argv)}\nmax_iterations: 1\n{extra}"
+    )
+    launch = factory / "launches" / "plain.yaml"
+    launch.write_text(
+        "kind: BenchmarkLaunch\nsuite: invoices\nconfigs:\n  - {id: plain, agent: plain}\n"
+        f"tasks: [{_first_task(factory)}]\nrepetitions: 1\nscorers: [checks]\n"
+    )
+    return launch
+
+
+def test_without_bubblewrap_the_default_falls_back_to_process_and_says_so(
+    factory: Path, bench_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_BWRAP", "/nonexistent/bwrap")
+    code, out, err = run_bench("run", str(_simple_agent(factory)), home=bench_home)
+    assert code == 0, err
+    warnings = [ln for ln in err.splitlines() if ln.startswith("warning: sandbox unavailable")]
+    assert len(warnings) == 1 and "isolation: process" in warnings[0], err
+    from bench_pipeline.warehouse.store import Warehouse
+
+    (trial,) = Warehouse(bench_home / "warehouse").read("trials").to_dict("records")
+    assert trial["isolation"] == "process"
+    assert "isolation: plain: process" in out and "not guaranteed" in out
+
+
+def test_an_explicit_sandbox_that_cannot_run_is_refused_before_the_run(
+    factory: Path, bench_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_BWRAP", "/nonexistent/bwrap")
+    launch = _simple_agent(factory, "isolation: sandbox\n")
+    code, out, err = run_bench("run", str(launch), home=bench_home)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "plain.yaml" in line and "isolation" in line and "isolation: process" in line
+    assert not (bench_home / "evidence").exists()
+
+
+def test_an_unknown_isolation_or_network_is_a_one_line_error(
+    factory: Path, bench_home: Path
+) -> None:
+    for extra, key in (("isolation: container\n", "isolation"), ("network: host\n", "network")):
+        code, _, err = run_bench("run", str(_simple_agent(factory, extra)), home=bench_home)
+        assert code == 2
+        (line,) = err.strip().splitlines()
+        assert "plain.yaml" in line and key in line
