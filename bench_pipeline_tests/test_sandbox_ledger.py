@@ -91,7 +91,8 @@ for pid in pids:
     readable += 1
     if any(n in data for n in names):
         found.append(pid)
-report(found=sorted(set(found)), readable=readable, ppid=os.getppid())
+report(found=sorted(set(found)), readable=readable, ppid=os.getppid(),
+       visible=len([p for p in os.listdir("/proc") if p.isdigit()]))
 """,
         "",
     ),
@@ -387,6 +388,7 @@ def test_reading_every_proc_environ_finds_no_secret(ledger: dict[str, Any]) -> N
     report = _agent_report(ledger, "read-environ")
     if ledger["mode"] == "sandbox":
         assert report["readable"] >= 1  # it did read /proc: only the sandbox's processes
+        assert report["visible"] <= 3, report  # bubblewrap's init, the agent, its `ls`-like self
         assert report["found"] == [], report
     else:  # documented gap: the harness's /proc/<pid>/environ is readable by a same-user agent
         assert str(report["ppid"]) in report["found"], report
@@ -612,3 +614,17 @@ def test_an_unknown_isolation_or_network_is_a_one_line_error(
         assert code == 2
         (line,) = err.strip().splitlines()
         assert "plain.yaml" in line and key in line
+
+
+def test_a_config_overrides_the_agents_isolation(factory: Path, bench_home: Path) -> None:
+    launch = _simple_agent(factory, "network: none\n")
+    launch.write_text(
+        launch.read_text().replace(
+            "{id: plain, agent: plain}", "{id: plain, agent: plain, isolation: process}"
+        )
+    )
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+    (row,) = json.loads(out)["isolation"]
+    assert row["isolation"] == "process" and row["network"] == "none"
+    assert "warning" not in err  # asked for, not fallen back to

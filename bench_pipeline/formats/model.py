@@ -74,6 +74,11 @@ class AgentSpec:
     def frozen_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("source_file", None)
+        # Unset isolation keys are left out so configs that do not use them keep the hash
+        # they had before the keys existed (baselines and drift compare hashes across runs).
+        for key in ("isolation", "network", "mounts"):
+            if d.get(key) in (None, ()):
+                d.pop(key, None)
         return d
 
 
