@@ -363,6 +363,8 @@ def test_every_trial_records_the_isolation_it_ran_with(ledger: dict[str, Any]) -
         assert trial["isolation"] == ledger["mode"], config
         meta = json.loads((_evidence(ledger, config) / "metadata.json").read_text())
         assert meta["isolation"] == ledger["mode"]
+        # The prompt the agent got is kept in the evidence in both modes.
+        assert (_evidence(ledger, config) / "prompt-attempt1.md").read_text().strip()
     assert ledger["trials"]["network-none"]["network"] == "none"
     assert ledger["trials"]["network-model"]["network"] == "model"
     shown = json.loads(ledger["stdout"])["isolation"]

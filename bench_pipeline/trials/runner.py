@@ -277,6 +277,8 @@ class _TrialState:
             return False
         finally:
             self.agent_seconds += time.monotonic() - t0
+            if request.scratch_dir is not None:
+                self._keep_exchange(request.scratch_dir)
         self.usage = self.usage + result.usage if self.iterations > 1 else result.usage
         self.retries += result.retries
         self.answer = result.answer if result.answer is not None else self.answer
@@ -315,6 +317,15 @@ class _TrialState:
             )
             return False
         return True
+
+    def _keep_exchange(self, scratch: Path) -> None:
+        """Sandboxed agents exchange the prompt and usage files through a private folder: keep
+        copies in the evidence (redacted, at most the file cap each) as the process mode does."""
+        cap = evidence.caps()["file_bytes"]
+        for path in sorted(scratch.glob("*-attempt*.*")):
+            if path.is_file() and not path.is_symlink():
+                with open(path, "rb") as fh:
+                    self._write(path.name, fh.read(cap).decode("utf-8", errors="replace"))
 
     def _grade(self, attempt: int) -> list[dict[str, Any]]:
         t0 = time.monotonic()
