@@ -1,7 +1,9 @@
 """Run one command as its own process group with a scrubbed environment and a hard timeout.
 
 Every agent and grader process goes through `run_command`: argument arrays only (no shell),
-a new session so that a timeout kills the whole group, children included.
+a new session so that a timeout kills the whole group, children included; under the trial's
+isolation (workspace/sandbox.py: bubblewrap, or the marked `process` fallback); output capped
+as it is read.
 """
 
 from __future__ import annotations
