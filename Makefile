@@ -23,11 +23,12 @@ demo: install
 	$(BIN)/bench run $(EXAMPLE)/launches/demo.yaml
 
 # Browser (chromium) and broker (redis) for the UI and scale-out tests, from Debian.
+# bubblewrap (/usr/bin/bwrap): the `sandbox` isolation of agents and graders.
 system-deps:
-	@if command -v chromium >/dev/null && command -v redis-server >/dev/null; then :; \
+	@if command -v chromium >/dev/null && command -v redis-server >/dev/null && [ -x /usr/bin/bwrap ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null; \
-	else echo "install chromium and redis-server to run the browser and celery tests"; fi
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server bubblewrap >/dev/null; \
+	else echo "install chromium, redis-server and bubblewrap to run the browser, celery and sandbox tests"; fi
 
 # The real CLI agents the command presets drive (tests run them against servers on 127.0.0.1),
 # at exact versions: their flags and JSON output are what the presets parse. Node/npm from

@@ -55,7 +55,8 @@ def test_cancel_kills_running_agents_and_keeps_finished_trials(factory, bench_ho
     script.write_text(SLEEPER)
     (factory / "agents" / "sleeper.yaml").write_text(
         f"kind: command\ncommand: [python, {json.dumps(str(script))}, {json.dumps(str(pids_dir))}]\n"
-        "timeout_seconds: 600\nmax_iterations: 1\n"
+        # `process`: the pids the agent writes must be host pids, in a folder it can reach.
+        "timeout_seconds: 600\nmax_iterations: 1\nisolation: process\n"
     )
     launch = factory / "launches" / "slow.yaml"
     launch.write_text(LAUNCH)

@@ -140,9 +140,10 @@ def test_rescore_adds_a_scorer_without_rerunning_agents(factory, bench_home, jud
     script = tmp_path / "agent.py"
     script.write_text(COUNTER_AGENT)
     counter = tmp_path / "calls.txt"
+    counter.touch()  # mounted into the sandbox: the one file outside the workspace it writes
     (factory / "agents" / "counter.yaml").write_text(
         f"kind: command\ncommand: [python, {json.dumps(str(script))}, {json.dumps(str(counter))}]\n"
-        "timeout_seconds: 60\nmax_iterations: 1\n"
+        f"timeout_seconds: 60\nmax_iterations: 1\nmounts: ['{counter}:rw']\n"
     )
     handler = Judge()
     with ScriptedServer(handler=handler) as server:

@@ -386,7 +386,10 @@ def test_a_grader_edited_during_a_run_does_not_change_what_trials_grade_with(
     script = factory / "agents" / "sabotage.py"
     script.write_text(APPLY_AND_SABOTAGE)
     (factory / "agents" / "sabotage.yaml").write_text(
+        # `process`: this agent stands for someone editing the factory mid-run, which a sandboxed
+        # agent could not do.
         f"kind: command\ncommand: [python, '{script}', '{factory}', '{{workspace}}']\nmax_iterations: 1\n"
+        "isolation: process\n"
     )
     launch = _launch(
         factory,

@@ -43,8 +43,10 @@ def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
     log = tmp_path / "agent.log"
     script = factory / "agents" / "slow.py"
     script.write_text(textwrap.dedent(AGENT))
+    log.touch()  # the one file outside the workspace the sandboxed agent may write
     (factory / "agents" / "slow.yaml").write_text(
         f"kind: command\ncommand: [python, '{script}', '{log}']\nmax_iterations: 1\n"
+        f"mounts: ['{log}:rw']\n"
     )
     tasks = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))[:4]
     launch = factory / "launches" / "slow.yaml"

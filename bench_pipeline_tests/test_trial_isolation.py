@@ -68,7 +68,11 @@ def _trials(home: Path) -> list[dict]:
 def test_a_grader_changed_by_the_agent_invalidates_the_trial(
     factory: Path, bench_home: Path
 ) -> None:
-    launch = _command_launch(factory, "tamper", TAMPER, ["{usage_file}"], tasks=1)
+    # Only the `process` fallback lets an agent reach the grader snapshot at all (the sandbox
+    # does not mount it: test_sandbox_ledger.py); the hash check is what catches it there.
+    launch = _command_launch(
+        factory, "tamper", TAMPER, ["{usage_file}"], "isolation: process\n", tasks=1
+    )
     code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
     assert code == 0, err
     (trial,) = _trials(bench_home)
@@ -86,13 +90,14 @@ def test_an_agent_that_sleeps_forever_is_killed_with_its_child_at_timeout(
     factory: Path, bench_home: Path, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "child.pid"
+    # `process`: the pid the agent writes must be a host pid (the sandbox has its own).
     launch = _command_launch(
         # Long enough for a loaded machine to start python twice and write the pid file.
         factory,
         "sleeper",
         SLEEPER,
         [str(pid_file)],
-        "timeout_seconds: 6\n",
+        "timeout_seconds: 6\nisolation: process\n",
         tasks=1,
     )
     code, _, err = run_bench("run", str(launch), home=bench_home)
@@ -111,7 +116,10 @@ def test_trials_of_a_partition_run_concurrently_up_to_max_parallel(
     factory: Path, bench_home: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "overlap.log"
-    launch = _command_launch(factory, "overlap", OVERLAP, [str(log)], tasks=5)
+    log.touch()  # mounted into each trial's sandbox, the only file outside it the agent writes
+    launch = _command_launch(
+        factory, "overlap", OVERLAP, [str(log)], f"mounts: ['{log}:rw']\n", tasks=5
+    )
     code, _, err = run_bench("run", str(launch), home=bench_home)
     assert code == 0, err
     events = sorted(
@@ -174,7 +182,15 @@ def test_two_launches_at_once_share_the_global_trial_pool(
     import sys
 
     log = tmp_path / "overlap.log"
-    launch = _command_launch(factory, "overlap", OVERLAP.replace("0.6", "1.5"), [str(log)], tasks=4)
+    log.touch()
+    launch = _command_launch(
+        factory,
+        "overlap",
+        OVERLAP.replace("0.6", "1.5"),
+        [str(log)],
+        f"mounts: ['{log}:rw']\n",
+        tasks=4,
+    )
     bench = Path(sys.executable).parent / "bench"
     env = {
         **os.environ,

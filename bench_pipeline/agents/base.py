@@ -83,6 +83,9 @@ class AgentRequest:
     # This trial's private work area (beside the workspace), removed after the trial: where an
     # agent keeps what must not become evidence (a CLI's home, config and session files).
     work_dir: Path | None = None
+    # Where files passed to and from the agent's processes go (prompt, usage) when they cannot
+    # see the evidence folder (isolation: sandbox); None = evidence_dir.
+    scratch_dir: Path | None = None
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()

@@ -156,7 +156,7 @@ def agent_home(request: AgentRequest) -> Path:
     st = request.state.setdefault(STATE_KEY, {})
     if "home" not in st:
         if request.work_dir is not None:
-            home = request.work_dir / "agent-home"
+            home = request.work_dir / "home"  # the sandbox's private, writable home
         else:  # an agent driven outside the runner (tests, tools): a private temp dir
             home = Path(tempfile.mkdtemp(prefix="bench-agent-home-"))
         home.mkdir(parents=True, exist_ok=True)
@@ -175,7 +175,8 @@ def run_attempt(contract: CliContract, request: AgentRequest) -> AgentResult:
     n = request.attempt
     evidence = request.evidence_dir
     evidence.mkdir(parents=True, exist_ok=True)
-    cwd = request.workspace if request.workspace is not None else evidence
+    exchange = request.scratch_dir or evidence
+    cwd = request.workspace if request.workspace is not None else exchange
     st = request.state.setdefault(STATE_KEY, {})
     home = agent_home(request)
     session_id = st.get("session_id")
@@ -188,8 +189,10 @@ def run_attempt(contract: CliContract, request: AgentRequest) -> AgentResult:
         prompt=attempt_prompt(request, session_id),
         session_id=session_id,
         state=st.setdefault(contract.name, {}),
-        prompt_file=evidence / f"prompt-attempt{n}.md",
-        usage_file=evidence / f"usage-attempt{n}.json",  # numbers only: kept as evidence
+        # Where the agent's processes can see them: the evidence folder, or in a sandbox (which
+        # hides the evidence) the trial's exchange folder, copied into the evidence after.
+        prompt_file=exchange / f"prompt-attempt{n}.md",
+        usage_file=exchange / f"usage-attempt{n}.json",  # numbers only: kept as evidence
         events_file=run_dir / f"events-attempt{n}.jsonl",
     )
     at.prompt_file.write_text(at.prompt, encoding="utf-8")

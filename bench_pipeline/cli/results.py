@@ -19,7 +19,7 @@ def show_results(
     from bench_pipeline.cli.format import render_config_table, render_recommendations
     from bench_pipeline.formats.vocabulary import FAILED_OUTCOMES
     from bench_pipeline.runs.derived import compute_derived, load_derived, result_verdicts
-    from bench_pipeline.runs.status import progress_note
+    from bench_pipeline.runs.status import isolation_summary, progress_note
 
     baseline = getattr(args, "baseline", None)
     if baseline not in (None, "none") and not run_exists(paths.warehouse, baseline):
@@ -46,6 +46,7 @@ def show_results(
         "config_table": common.records(table),
         "recommendations": derived.recommendations,
         "checks": [v.as_dict() for v in result_verdicts(paths.warehouse, derived)],
+        "isolation": isolation_summary(trials),
     }
     if getattr(args, "by_tag", False):
         payload["by_tag"] = common.records(derived.tables["config_table_by_tag"])
@@ -61,6 +62,8 @@ def show_results(
         )
         for note in notes:
             print(f"note: {note}")
+        for row in payload["isolation"]:
+            print(render_isolation(row))
         print()
         print(render_config_table(table))
         print("\nRecommendations:")
@@ -203,3 +206,14 @@ def shown_path(path: str | Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def render_isolation(row: dict[str, Any]) -> str:
+    """One line per configuration: how its trials ran, and the fallback's gaps by name."""
+    line = (
+        f"isolation: {row['config_id']}: {row['isolation']} (network {row['network']}, "
+        f"{row['trials']} trials)"
+    )
+    if row["not_guaranteed"]:
+        line += f" — not guaranteed: {'; '.join(row['gaps'])}"
+    return line

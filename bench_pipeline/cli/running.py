@@ -134,7 +134,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench_pipeline.defs.launcher import execute_run, get_instance
     from bench_pipeline.runs.benchmark_run import agent_drift, load_run
     from bench_pipeline.runs.estimate import estimate_launch
-    from bench_pipeline.runs.start import apply_overrides, load_and_check, start_run
+    from bench_pipeline.runs.start import (
+        apply_overrides,
+        isolation_warnings,
+        load_and_check,
+        start_run,
+    )
     from bench_pipeline.runs.status import mark_finished, mark_running
 
     paths = common.paths_of(args)
@@ -171,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         else f"{total} trials in {run.repetitions} rounds, up to {plan.max} (adaptive)"
     )
     print(f"run {run.run_id}: {shown}, task set {run.taskset.revision}", file=sys.stderr)
+    for warning in isolation_warnings(run):
+        print(warning, file=sys.stderr)
     instance = get_instance(paths)
     mark_running(paths.warehouse, run.run_id)
     status = "failed"

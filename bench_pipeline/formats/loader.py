@@ -6,6 +6,7 @@ message is one line naming the file, the key and what would be valid.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,7 +49,7 @@ from bench_pipeline.formats.model import (
 )
 from bench_pipeline.formats.refs import FactoryView, GitFactoryView, resolve_commit
 from bench_pipeline.formats.registry import AGENT_KINDS, SCORER_KINDS
-from bench_pipeline.formats.vocabulary import UNTAGGED
+from bench_pipeline.formats.vocabulary import ISOLATION_MODES, NETWORK_MODES, UNTAGGED
 
 AGENT_KEYS = {
     "kind",
@@ -69,6 +70,9 @@ AGENT_KEYS = {
     "base_url",
     "max_output_tokens",
     "description",
+    "isolation",
+    "network",
+    "mounts",
 }
 LIMIT_KEYS = {"budget_usd", "max_iterations", "max_turns", "timeout_seconds"}
 SUITE_KEYS = {
@@ -148,6 +152,8 @@ CONFIG_KEYS = {
     "base_url",
     "command",
     "preset",
+    "isolation",
+    "network",
 }
 JUDGE_KEYS = {"model", "effort", "criteria", "scale_max", "base_url", "api_key_env"}
 CRITERION_KEYS = {"id", "weight", "prompt"}
@@ -413,6 +419,9 @@ def load_agent(
         api_key_env=f.str("api_key_env"),
         base_url=f.str("base_url"),
         max_output_tokens=f.integer("max_output_tokens", 8192, 1, 200_000),
+        isolation=f.choice("isolation", ISOLATION_MODES),
+        network=f.choice("network", NETWORK_MODES),
+        mounts=_mounts(f),
         source_file=shown,
     )
     problem = AGENT_KINDS.get(kind).spec_problem(spec)
@@ -865,6 +874,8 @@ def _config(
         "base_url": c.str("base_url"),
         "preset": c.choice("preset", ("claude-code", "codex")),
         "command": c.argv("command") or None,
+        "isolation": c.choice("isolation", ISOLATION_MODES),
+        "network": c.choice("network", NETWORK_MODES),
         # Paths in a launch are relative to the launch file, like every factory path.
         "system_prompt": _frozen(factory, launch_path, c, "system_prompt"),
         "skills": tuple(_frozen_list(factory, launch_path, c, "skills")) or None,
@@ -878,6 +889,16 @@ def _config(
         factory_sha=factory_sha,
         overrides=tuple((k, v) for k, v in raw.items() if k != "id"),
     )
+
+
+def _mounts(f: _Fields) -> tuple[str, ...]:
+    """`mounts`: absolute paths made visible in the sandbox, `PATH` read-only or `PATH:rw`."""
+    mounts = f.str_list("mounts")
+    for i, m in enumerate(mounts):
+        path = m[:-3] if m.endswith(":rw") else m
+        if not os.path.isabs(path):
+            raise f.fail(f"mounts[{i}]", f"'{m}' must be an absolute path (optionally ':rw')")
+    return mounts
 
 
 def _refuse_widening(c: _Fields, at_ref: AgentSpec, live: AgentSpec) -> None:

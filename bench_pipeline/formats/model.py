@@ -74,6 +74,10 @@ class AgentSpec:
     api_key_env: str | None = None
     base_url: str | None = None  # anthropic: API base URL (a proxy or a test server)
     max_output_tokens: int = 8192
+    # None = the default: `sandbox` where bubblewrap works (else `process`, with a warning).
+    isolation: str | None = None
+    network: str | None = None  # None = `model` for command/preset agents given env, else none
+    mounts: tuple[str, ...] = ()  # extra paths visible in the sandbox: "/abs" (ro), "/abs:rw"
     source_file: str = ""
 
     def with_overrides(self, **overrides: Any) -> AgentSpec:
@@ -82,6 +86,11 @@ class AgentSpec:
     def frozen_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("source_file", None)
+        # Unset isolation keys are left out so configs that do not use them keep the hash
+        # they had before the keys existed (baselines and drift compare hashes across runs).
+        for key in ("isolation", "network", "mounts"):
+            if d.get(key) in (None, ()):
+                d.pop(key, None)
         return d
 
 

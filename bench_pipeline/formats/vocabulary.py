@@ -28,3 +28,16 @@ SCORE_MISSING = "missing"  # expected but not (yet) available, e.g. CI pending p
 
 # The reserved tag of tasks without tags (a task may not use it as a tag).
 UNTAGGED = "-"
+
+# Isolation modes of agent and grader processes (recorded per trial). `sandbox`: bubblewrap,
+# own PID/mount namespaces, only the workspace, a private home and tmp writable. `process`: the
+# fallback where bubblewrap cannot run: own process group, scrubbed environment, and a marker
+# the harness finds descendants by — weaker (see the README's "Isolation and integrity").
+ISOLATION_SANDBOX = "sandbox"
+ISOLATION_PROCESS = "process"
+ISOLATION_MODES = (ISOLATION_SANDBOX, ISOLATION_PROCESS)
+# Network of sandboxed processes: `none` (loopback of an empty network namespace) or `model`
+# (the host's network, so an agent can reach its model API — and everything else the host can).
+NETWORK_NONE = "none"
+NETWORK_MODEL = "model"
+NETWORK_MODES = (NETWORK_NONE, NETWORK_MODEL)

@@ -28,6 +28,7 @@ def load_and_check(
     env = dict(environ if environ is not None else os.environ)
     for config in launch.configs:
         make_agent(config.agent).preflight(env)
+        _check_isolation(config.agent)
     check_tasks_fit_agents(launch)
     return launch, prices
 
@@ -41,6 +42,36 @@ def check_tasks_fit_agents(launch: Launch) -> None:
             if problem is not None:
                 key, why = problem
                 raise BenchInputError(task.source_file or task.id, key, why)
+
+
+def _check_isolation(agent: Any) -> None:
+    """An explicit `isolation: sandbox` where bubblewrap cannot run is refused before anything
+    runs: the results must never claim a sandbox the trials did not have."""
+    from bench_pipeline.workspace.sandbox import SandboxUnavailable, resolve_mode
+
+    try:
+        resolve_mode(agent.isolation)
+    except SandboxUnavailable as exc:
+        raise BenchInputError(
+            agent.source_file or f"agents/{agent.name}.yaml",
+            "isolation",
+            f"sandbox is unavailable here ({exc}); install bubblewrap (make system-deps) or "
+            "set isolation: process",
+        ) from None
+
+
+def isolation_warnings(run: BenchmarkRun) -> list[str]:
+    """One line per distinct reason the default sandbox fell back to `process` (shown when a
+    run starts or resumes; each trial records the mode it really ran with)."""
+    from bench_pipeline.workspace.sandbox import resolve_mode
+
+    notes = []
+    for config in run.launch.configs:
+        if config.agent.isolation is None:
+            _mode, note = resolve_mode(None)
+            if note and note not in notes:
+                notes.append(note)
+    return notes
 
 
 def start_run(

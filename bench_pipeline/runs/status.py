@@ -83,9 +83,16 @@ def _alive(pid: int) -> bool:
 
 
 def recover_interrupted(warehouse: Warehouse, pid_root: Path | None = None) -> list[str]:
-    """Mark runs whose driving process on this host is gone as interrupted, and kill the agent
-    and grader process groups they left behind (recorded under `pid_root/<run_id>`)."""
+    """Mark runs whose driving process on this host is gone as interrupted, and kill every agent
+    and grader process they left behind: the process groups recorded under `pid_root/<run_id>`
+    and — whole trees, setsid'd and re-parented descendants included — every process whose
+    trial marker names a harness process that no longer exists (workspace/sandbox.py). Sandboxed
+    trials die with their harness already (PID namespace, --die-with-parent); the marker sweep is
+    what makes the `process` fallback and anything that slipped through safe too."""
     from bench_pipeline.workspace.process import kill_recorded_groups
+    from bench_pipeline.workspace.sandbox import kill_orphans
+
+    orphans = kill_orphans()
 
     host = socket.gethostname()
     interrupted = []
@@ -99,7 +106,40 @@ def recover_interrupted(warehouse: Warehouse, pid_root: Path | None = None) -> l
         ):
             killed = kill_recorded_groups(pid_root / data["run_id"]) if pid_root else []
             _write(
-                warehouse, data["run_id"], INTERRUPTED, pid=data.get("pid"), killed_groups=killed
+                warehouse,
+                data["run_id"],
+                INTERRUPTED,
+                pid=data.get("pid"),
+                killed_groups=killed,
+                killed_orphans=orphans,
             )
             interrupted.append(data["run_id"])
     return interrupted
+
+
+def isolation_summary(trials: Any) -> list[dict[str, Any]]:
+    """Per configuration: the isolation and network its trials ran with, and what that mode
+    does not guarantee (empty for `sandbox`)."""
+    from bench_pipeline.formats.vocabulary import ISOLATION_PROCESS
+    from bench_pipeline.workspace.sandbox import PROCESS_GAPS
+
+    if len(trials) == 0 or "isolation" not in trials.columns:
+        return []
+    rows = []
+    frame = trials.assign(
+        isolation=trials["isolation"].fillna("not run"), network=trials["network"].fillna("-")
+    )
+    for (config, mode, network), group in frame.groupby(["config_id", "isolation", "network"]):
+        rows.append(
+            {
+                "config_id": config,
+                "isolation": mode,
+                "network": network,
+                "trials": int(len(group)),
+                "not_guaranteed": sorted(PROCESS_GAPS) if mode == ISOLATION_PROCESS else [],
+                "gaps": [PROCESS_GAPS[g] for g in sorted(PROCESS_GAPS)]
+                if mode == ISOLATION_PROCESS
+                else [],
+            }
+        )
+    return rows

@@ -35,6 +35,7 @@ from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import Check, Config, Prices, Task, findings_mode
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.formats.vocabulary import (
+    ISOLATION_SANDBOX,
     OUTCOME_AGENT_ERROR,
     OUTCOME_BUDGET,
     OUTCOME_CANCELLED,
@@ -45,11 +46,11 @@ from bench_pipeline.formats.vocabulary import (
     OUTCOME_WORKSPACE_ERROR,
 )
 from bench_pipeline.scorers import tests as repo_tests
+from bench_pipeline.workspace import evidence, sandbox
 from bench_pipeline.workspace.process import CommandResult, grader_env, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
     WorkspaceError,
     create_workspace,
-    diff_against,
     remove_workspace,
 )
 from bench_pipeline.workspace.snapshot import InputsChangedError, changed_inputs, snapshot_inputs
@@ -143,7 +144,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     try:
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
-        if state.work_dir is not None and not ctx.keep_workspaces:
+        if not ctx.keep_workspaces:
             remove_workspace(state.work_dir, up_to=ctx.work_root)
         if state.private_dir is not None:
             shutil.rmtree(state.private_dir, ignore_errors=True)
@@ -168,9 +169,19 @@ class _TrialState:
         self.deadline = start + self.agent_spec.timeout_seconds
         self.inputs_dir = trial_dir / "inputs"
         self.input_hashes = ctx.taskset.input_hashes.get(spec.task.id, {})
-        self.home = trial_dir / "home"
+        # Private to the trial and outside the evidence: what the agent writes there (its home,
+        # /tmp, the prompt and usage files) is neither visible to others nor kept as evidence.
+        self.private_root = (
+            ctx.work_root / ctx.run_id / spec.task.id / spec.config.id / f"rep{spec.repetition}"
+        )
+        self.home = self.private_root / "home"
+        self.tmp = self.private_root / "tmp"
+        self.scratch = self.private_root / "scratch"
         self.workspace: Path | None = None
-        self.work_dir: Path | None = None  # the trial's work area (workspace, agent home)
+        # The trial's work area (workspace, agent home, /tmp, exchange files), removed after.
+        self.work_dir = self.private_root
+        self.isolation: sandbox.Isolation | None = None
+        self.isolation_note: str | None = None
         self.usage = Usage()
         self.answer_model: str | None = None  # the model that answered, when the agent says
         self.outcome = OUTCOME_SUCCEEDED
@@ -208,26 +219,26 @@ class _TrialState:
             self._set(OUTCOME_NOT_APPLICABLE, message)
             self.usage = Usage.unknown(f"not run: {reason}")
             return
-        self.home.mkdir()
+        if self.private_root.exists():  # a crashed earlier attempt of this trial
+            remove_workspace(self.private_root)
+        for folder in (self.home, self.tmp, self.scratch):
+            folder.mkdir(parents=True)
         snapshot_inputs(self.ctx.suite_dir, self.visible_hashes, self.inputs_dir)
-        ws_root = (
-            self.ctx.work_root
-            / self.ctx.run_id
-            / task.id
-            / self.spec.config.id
-            / f"rep{self.spec.repetition}"
-        )
-        self.work_dir = ws_root
         if not task.is_text:
             assert task.repo and task.base_sha
-            self.workspace = create_workspace(task.repo, task.base_sha, ws_root / "repo")
+            self.workspace = create_workspace(task.repo, task.base_sha, self.private_root / "repo")
             if task.tests is not None:
                 self.private_dir = Path(tempfile.mkdtemp(prefix="bench-grading-"))
                 self.hidden_dir = self.private_dir / "hidden"
                 self.hidden_hashes = repo_tests.materialize(
                     task.tests, self.ctx.suite_dir, self.input_hashes, task.repo, self.hidden_dir
                 )
-            self._prepare()
+        self._isolate()
+        if not task.is_text:
+            cache = self.ctx.prepare_cache
+            cache.mkdir(parents=True, exist_ok=True)
+            with sandbox.isolated(self.isolation and self.isolation.for_prepare((cache,))):
+                self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
         state: dict[str, Any] = {}
@@ -249,6 +260,21 @@ class _TrialState:
                 return
             prompt = findings_prompt(failing, findings_mode(task))
             self.transcript.write("findings", attempt=attempt, prompt=prompt)
+
+    def _isolate(self) -> None:
+        """Decide how this trial's processes run (see workspace/sandbox.py)."""
+        try:
+            mode, self.isolation_note = sandbox.resolve_mode(self.agent_spec.isolation)
+        except sandbox.SandboxUnavailable as exc:
+            raise WorkspaceError(f"isolation: sandbox is unavailable: {exc}") from None
+        self.isolation = sandbox.trial_isolation(
+            self.agent_spec,
+            mode,
+            workspace=self.workspace,
+            private=(self.home, self.scratch),
+            tmp=self.tmp,
+            token=self.spec.trial_id,
+        )
 
     def _prepare(self) -> None:
         from bench_pipeline.trials.prepare import run_prepare
@@ -289,11 +315,15 @@ class _TrialState:
             state=state,
             cancelled=self.ctx.cancelled,
             work_dir=self.work_dir,
+            scratch_dir=self.scratch
+            if self.isolation is not None and self.isolation.mode == ISOLATION_SANDBOX
+            else None,
         )
         t0 = time.monotonic()
         self.transcript.write("attempt_start", attempt=attempt, prompt=prompt)
         try:
-            result = agent.run(request)
+            with sandbox.isolated(self.isolation):
+                result = agent.run(request)
         except NotApplicable as exc:
             self._set(OUTCOME_NOT_APPLICABLE, str(exc))
             self.usage = Usage.unknown(f"not run: {exc.reason}")
@@ -303,6 +333,8 @@ class _TrialState:
             return False
         finally:
             self.agent_seconds += time.monotonic() - t0
+            if request.scratch_dir is not None:
+                self._keep_exchange(request.scratch_dir)
         self.usage = self.usage + result.usage if self.iterations > 1 else result.usage
         self.retries += result.retries
         self.answer = result.answer if result.answer is not None else self.answer
@@ -343,13 +375,25 @@ class _TrialState:
             return False
         return True
 
+    def _keep_exchange(self, scratch: Path) -> None:
+        """Sandboxed agents exchange the prompt and usage files through a private folder: keep
+        copies in the evidence (redacted, at most the file cap each) as the process mode does."""
+        cap = evidence.caps()["file_bytes"]
+        for path in sorted(scratch.glob("*-attempt*.*")):
+            if path.is_file() and not path.is_symlink():
+                with open(path, "rb") as fh:
+                    self._write(path.name, fh.read(cap).decode("utf-8", errors="replace"))
+
     def _grade(self, attempt: int) -> list[dict[str, Any]]:
         t0 = time.monotonic()
         if not self._inputs_intact("before grading"):
             return []
-        checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
-        if self.spec.task.tests is not None:
-            checks.append(self._run_tests(attempt))
+        private = (self.private_dir,) if self.private_dir is not None else ()
+        graders = self.isolation.for_graders(self.inputs_dir, private) if self.isolation else None
+        with sandbox.isolated(graders):
+            checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
+            if self.spec.task.tests is not None:
+                checks.append(self._run_tests(attempt))
         self.grading_seconds += time.monotonic() - t0
         if not self._inputs_intact("after grading"):
             return []
@@ -466,14 +510,19 @@ class _TrialState:
                 finalize = ctx.finalize_workspace(self.workspace, spec)
             except Exception as exc:  # CI push failures must not lose the trial
                 finalize = {"error": f"{type(exc).__name__}: {exc}"}
-        patch = None
+        caps = evidence.caps()
+        kept: dict[str, dict[str, Any]] = {}
         if self.workspace is not None and task.base_sha and self.workspace.exists():
             try:
-                patch = diff_against(self.workspace, task.base_sha)
+                kept["changes.patch"] = evidence.write_patch(
+                    self.workspace,
+                    task.base_sha,
+                    self.dir / "changes.patch",
+                    caps["patch_bytes"],
+                    self.transcript.redact,
+                )
             except WorkspaceError as exc:
                 self._set(OUTCOME_WORKSPACE_ERROR, f"cannot diff the workspace: {exc}")
-        if patch is not None:
-            self._write("changes.patch", patch)
         if self.answer is not None:
             self._write("answer.txt", self.answer)
         if self.turns:
@@ -482,6 +531,15 @@ class _TrialState:
         if self.final_tests is not None:  # tests fixed / still failing / broken, final attempt
             self._write(repo_tests.EVIDENCE_FILE, json.dumps(self.final_tests, indent=2))
         self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
+        if self.transcript.truncated:
+            kept["transcript.jsonl"] = {
+                "bytes": self.transcript.written,
+                "full_bytes": self.transcript.full_bytes,
+                "truncated": True,
+            }
+        kept.update(evidence.cap_files(self.dir, caps["file_bytes"], skip=("changes.patch",)))
+        outputs = list(self.isolation.truncated_outputs) if self.isolation else []
+        truncated = bool(outputs) or any(v.get("truncated") for v in kept.values())
         usage = self.usage
         cost, unknown = usage.cost_usd, usage.cost_unknown_reason
         if cost is None and unknown is None:
@@ -524,6 +582,9 @@ class _TrialState:
             "evidence_dir": str(self.dir),
             "engine_version": __version__,
             "attempt_no": ctx.attempt_no,
+            "isolation": self.isolation.mode if self.isolation else None,
+            "network": self.isolation.network if self.isolation else None,
+            "evidence_truncated": truncated,
         }
         metadata = {
             **{k: v for k, v in row.items() if k not in ("started_at", "finished_at")},
@@ -536,6 +597,8 @@ class _TrialState:
             "base_sha": task.base_sha,
             "attempts": self.attempts,
             "finalize": finalize,
+            "isolation_note": self.isolation_note,
+            "evidence": {"caps": caps, "truncated": truncated, "files": kept, "outputs": outputs},
         }
         self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]

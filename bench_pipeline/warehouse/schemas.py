@@ -62,6 +62,9 @@ TRIALS = pa.schema(
         ("evidence_dir", pa.string()),
         ("engine_version", pa.string()),
         ("attempt_no", pa.int32()),  # which execution of the benchmark run wrote it (resume)
+        ("isolation", pa.string()),  # sandbox | process: how the agent and graders ran
+        ("network", pa.string()),  # none | model
+        ("evidence_truncated", pa.bool_()),  # a patch, log or transcript was cut at its cap
     ]
 )
 

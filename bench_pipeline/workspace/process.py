@@ -1,38 +1,59 @@
 """Run one command as its own process group with a scrubbed environment and a hard timeout.
 
 Every agent and grader process goes through `run_command`: argument arrays only (no shell),
-a new session so that a timeout kills the whole group, children included.
+a new session so that a timeout kills the whole group, children included; under the trial's
+isolation (workspace/sandbox.py: bubblewrap, or the marked `process` fallback); output capped
+as it is read.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_pipeline.formats.vocabulary import ISOLATION_SANDBOX
+from bench_pipeline.workspace import sandbox
+from bench_pipeline.workspace.sandbox import Isolation
+
 # Variables every child gets (when set in our environment); everything else is scrubbed unless
 # the agent's `env` allow-list names it.
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT")
+# Default cap of one command's captured output (settable: BENCH_MAX_OUTPUT_BYTES).
 MAX_OUTPUT_BYTES = 1_000_000
+
+
+def output_cap() -> int:
+    return evidence_cap("BENCH_MAX_OUTPUT_BYTES", MAX_OUTPUT_BYTES)
+
+
+def evidence_cap(variable: str, default: int) -> int:
+    """A byte cap read from the harness's environment (a positive integer), else `default`."""
+    raw = os.environ.get(variable, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
 
 
 @dataclass
 class CommandResult:
     argv: list[str]
     exit_code: int | None  # None when killed at timeout or cancelled
-    output: str  # stdout and stderr interleaved, truncated to MAX_OUTPUT_BYTES
+    output: str  # stdout and stderr interleaved, capped at output_cap() (head and tail)
     timed_out: bool
     duration_seconds: float
     pid: int | None = None
     cancelled: bool = False
+    output_bytes: int = 0  # everything the command printed, kept or not
+    output_truncated: bool = False
 
 
 def scrubbed_env(
@@ -149,57 +170,152 @@ def run_command(
     stdin_text: str | None = None,
     cancelled: Callable[[], bool] | None = None,
     on_start: Callable[[int], None] | None = None,
+    isolation: Isolation | None = None,
 ) -> CommandResult:
     """Run `argv` without a shell in a new process group; kill the group on timeout/cancel.
 
-    Output goes to an unnamed temp file rather than a pipe so that a grandchild holding the
-    pipe open cannot block us after the group leader exits.
+    `isolation` (default: the trial's, see `sandbox.isolated`) decides whether the command runs
+    in the bubblewrap sandbox or as a marked process group. Output is read from a pipe by a
+    thread that keeps at most `output_cap()` bytes (head and tail) and counts the rest: nothing
+    beyond the cap reaches memory or disk. A descendant still holding the pipe after the command
+    ends is killed (sandbox: with its PID namespace; process: by its marker).
     """
+    isolation = isolation if isolation is not None else sandbox.current()
     argv = resolve_argv([str(a) for a in argv])
+    shown_argv = argv
+    env = dict(env)
+    token = uuid.uuid4().hex[:12]
+    base = isolation.marker if isolation is not None and isolation.marker else None
+    marker = f"{base or sandbox.harness_marker('-')}/{token}"
+    env[sandbox.MARKER_VAR] = marker
+    args_fd: int | None = None
+    if isolation is not None and isolation.mode == ISOLATION_SANDBOX:
+        argv, args_fd = sandbox.wrap(argv, isolation, Path(cwd))
+    elif isolation is not None and isolation.tmp is not None:
+        env["TMPDIR"] = str(isolation.tmp)
     start = time.monotonic()
-    with tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=str(cwd),
-                env=dict(env),
-                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return CommandResult(argv, None, f"cannot start {argv[0]}: {exc}", False, 0.0)
-        watch = _Watch(start + max(timeout, 0.0), cancelled)
-        _watch(proc.pid, watch)
-        record = _record_group(proc.pid)
-        if on_start:
-            on_start(proc.pid)
-        try:
-            if stdin_text is not None:
-                try:
-                    proc.stdin.write(stdin_text.encode())  # type: ignore[union-attr]
-                    proc.stdin.close()  # type: ignore[union-attr]
-                except BrokenPipeError:
-                    pass
-            proc.wait()
-        finally:
-            # Reap stragglers: background children left behind by a finished command.
-            kill_group(proc.pid)
-            with _watch_lock:
-                _watched.pop(proc.pid, None)
-            if record is not None:
-                record.unlink(missing_ok=True)
-        out.seek(0)
-        data = out.read(MAX_OUTPUT_BYTES + 1)
-    text = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace")
-    if len(data) > MAX_OUTPUT_BYTES:
-        text += "\n[output truncated]"
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            env=env,
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(args_fd,) if args_fd is not None else (),
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        return CommandResult(shown_argv, None, f"cannot start {argv[0]}: {exc}", False, 0.0)
+    finally:
+        os.close(write_fd)
+        if args_fd is not None:
+            os.close(args_fd)
+    capture = _Capture(read_fd, output_cap())
+    watch = _Watch(start + max(timeout, 0.0), cancelled)
+    _watch(proc.pid, watch)
+    record = _record_group(proc.pid)
+    if on_start:
+        on_start(proc.pid)
+    try:
+        if stdin_text is not None:
+            try:
+                proc.stdin.write(stdin_text.encode())  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except BrokenPipeError:
+                pass
+        proc.wait()
+    finally:
+        # Reap stragglers: background children left behind by a finished command, and in
+        # process mode those that left the group (setsid) but still carry the marker.
+        kill_group(proc.pid)
+        if isolation is None or isolation.mode != ISOLATION_SANDBOX:
+            sandbox.kill_marked(marker)
+        with _watch_lock:
+            _watched.pop(proc.pid, None)
+        if record is not None:
+            record.unlink(missing_ok=True)
+        capture.finish()
     timed_out, was_cancelled = watch.reason == "timeout", watch.reason == "cancelled"
     code = None if watch.reason else proc.returncode
+    if capture.truncated and isolation is not None:
+        isolation.truncated_outputs.append(
+            {"command": shown_argv[0], "bytes": capture.total, "kept": capture.kept}
+        )
     return CommandResult(
-        argv, code, text, timed_out, time.monotonic() - start, proc.pid, was_cancelled
+        shown_argv,
+        code,
+        capture.text(),
+        timed_out,
+        time.monotonic() - start,
+        proc.pid,
+        was_cancelled,
+        capture.total,
+        capture.truncated,
     )
+
+
+class _Capture:
+    """Drains a pipe on a thread: keeps the first and last bytes up to `cap`, counts all."""
+
+    TAIL_SHARE = 4  # a quarter of the cap is the tail: errors are usually at the end
+    DRAIN_SECONDS = 5.0
+
+    def __init__(self, fd: int, cap: int):
+        self.fd, self.cap = fd, cap
+        self.tail_cap = cap // self.TAIL_SHARE
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_len = 0
+        self.total = 0
+        self.thread = threading.Thread(target=self._drain, name="bench-capture", daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 65536):
+                self.total += len(chunk)
+                room = self.cap - self.tail_cap - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    self.tail.append(chunk)
+                    self.tail_len += len(chunk)
+                    while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_cap:
+                        self.tail_len -= len(self.tail.popleft())
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+
+    def finish(self) -> None:
+        # A writer we could not kill (it cleared its marker) keeps the pipe open: stop waiting
+        # after a while; the thread exits when that writer does.
+        self.thread.join(self.DRAIN_SECONDS)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + self.tail_len
+
+    @property
+    def kept(self) -> int:
+        return len(self.head) + min(self.tail_len, self.tail_cap)
+
+    def text(self) -> str:
+        head = bytes(self.head)
+        tail = b"".join(self.tail)
+        if not self.truncated:
+            return (head + tail).decode("utf-8", errors="replace")
+        tail = tail[-self.tail_cap :] if self.tail_cap else b""
+        note = (
+            f"\n[output truncated: {self.total} bytes in all; kept the first {len(head)} and "
+            f"the last {len(tail)}]\n"
+        )
+        return head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", "replace")
 
 
 def process_start_time(pid: int) -> str | None:
