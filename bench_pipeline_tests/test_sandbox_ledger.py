@@ -280,6 +280,22 @@ def _cmdline_pids(needle: str) -> list[int]:
     return pids
 
 
+def _setsid_child_running(token: str) -> bool:
+    """The agent's daemonised grandchild itself is up (argv `python -c SLEEP token`): by then
+    bubblewrap has finished setting up, so its die-with-parent is armed. Matching the token
+    alone would also match bubblewrap's own command line while it is still starting."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 3 and argv[-2] == token.encode() and argv[-3] == SLEEP.encode():
+            return True
+    return False
+
+
 def _gone(needle: str, deadline_seconds: float = 60) -> bool:
     """True once no live process matches (a zombie is dead); waits up to the deadline."""
     deadline = time.monotonic() + deadline_seconds
@@ -517,10 +533,10 @@ def test_the_patch_and_capture_of_200_mb_stay_under_300_mb_rss(
     assert rss < TRIAL_RSS_LIMIT_KB, f"peak RSS {rss} kB"
 
 
-CRASH_AGENT = """
+SLEEP = "import time; time.sleep(300)"
+CRASH_AGENT = f"""
 import subprocess, sys, time
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", sys.argv[1]],
-                 start_new_session=True)
+subprocess.Popen([sys.executable, "-c", {SLEEP!r}, sys.argv[1]], start_new_session=True)
 time.sleep(300)
 """
 
@@ -552,9 +568,9 @@ def test_kill_9_of_bench_run_then_resume_leaves_no_trial_process(
     try:
         run_id = re.match(r"run (\S+):", proc.stderr.readline()).group(1)
         deadline = time.monotonic() + 120
-        while not _cmdline_pids(token) and time.monotonic() < deadline:
+        while not _setsid_child_running(token) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _cmdline_pids(token), "the agent's setsid child never started"
+        assert _setsid_child_running(token), "the agent's setsid child never started"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         if mode == "sandbox":  # structural: the PID namespace dies with the harness
