@@ -88,24 +88,13 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write a self-contained HTML report of a run."""
+    """Write the results explorer of a run: one self-contained, offline HTML file."""
 
-    from bench_pipeline.results import render_report_html
-    from bench_pipeline.runs.derived import compute_derived
+    from bench_pipeline.runs.report import report_html
 
     paths = common.paths_of(args)
     run_id = common.run_id_of(args, paths)
-    d = compute_derived(paths.warehouse, run_id)
-    html = render_report_html(
-        d.meta(),
-        d.tables["config_table"],
-        d.tables["task_grid"],
-        d.recommendations,
-        d.tables["pareto_frontier"],
-        d.chart_svg(),
-        by_tag=d.tables["config_table_by_tag"],
-        comparison=d.tables["paired_comparison"],
-    )
+    html = report_html(paths.warehouse, run_id)
     out = Path(args.out or f"{run_id}-report.html")
     out.write_text(html, encoding="utf-8")
     print(out)
