@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.cli import common
-from bench_pipeline.runs.benchmark_run import run_exists
 
 
 def show_results(
@@ -76,7 +75,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         runs = paths.warehouse.read_runs().sort_values("created_at")
         from bench_pipeline.runs.status import run_statuses
 
-        statuses = run_statuses(paths.warehouse)
+        statuses = run_statuses(paths.warehouse, [str(r) for r in runs["run_id"]])
         for r in runs.itertuples():
             print(
                 f"{r.run_id}  {r.suite}  {r.launch}  {r.created_at}  task set {r.task_set_revision}  {statuses.get(r.run_id, 'unknown')}"
@@ -104,23 +103,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_baseline(args: argparse.Namespace) -> int:
     """Pin (set) or show a suite's baseline run."""
 
-    from bench_pipeline.runs.benchmark_run import load_run
-    from bench_pipeline.runs.derived import pin_baseline, pinned_baseline
+    from bench_pipeline.runs.derived import pinned_baseline
 
     paths = common.paths_of(args)
     if args.action == "show":
         print(pinned_baseline(paths.warehouse, args.suite) or "none")
         return common.EXIT_OK
-    if not args.run_id:
-        raise common.CliError("baseline set: give SUITE RUN")
-    if not run_exists(paths.warehouse, args.run_id):
-        raise common.CliError(f"baseline: no benchmark run '{args.run_id}'")
-    run = load_run(args.run_id, paths.warehouse)
-    if run.suite != args.suite:
-        raise common.CliError(
-            f"baseline: run {args.run_id} is of suite '{run.suite}', not '{args.suite}'"
-        )
-    pin_baseline(paths.warehouse, args.suite, args.run_id)
+    from bench_pipeline.runs.baseline import BaselineError, set_baseline
+
+    try:
+        set_baseline(paths.warehouse, args.suite, args.run_id or "")
+    except BaselineError as exc:
+        raise common.CliError(str(exc)) from None
     print(f"baseline of {args.suite} is now {args.run_id}")
     return common.EXIT_OK
 
