@@ -155,6 +155,25 @@ def test_demo_report_explorer_offline(
     assert page.locator("td.cell[data-state=passed]").count() == 0
     assert page.locator("td.cell[data-state=failed]").count() == n_failed
 
+    page.uncheck("#f-failures")
+
+    # Holdouts only: every remaining task is a holdout (the example has 4).
+    page.select_option("#f-holdout", "only")
+    tasks = page.locator("#grid tbody tr")
+    assert tasks.count() == 4
+    assert all("holdout" in tasks.nth(i).inner_text() for i in range(tasks.count()))
+    page.select_option("#f-holdout", "all")
+
+    # A tag tab: the grid keeps only that tag's tasks, the config table shows that tag's rows.
+    page.click("#tabs button[data-tab=validation]")
+    assert "tag validation" in page.locator("h2", has_text="Configurations").inner_text()
+    grid_tasks = [
+        page.locator("#grid tbody tr").nth(i).locator("td").first.inner_text().split()[0]
+        for i in range(page.locator("#grid tbody tr").count())
+    ]
+    assert grid_tasks and "amount-precision" in grid_tasks and "atomic-save" not in grid_tasks
+    page.click("#tabs button[data-tab='']")
+
     # Paired comparisons are named, not columns 0 and 1.
     paired = page.locator("#paired").inner_text()
     assert "reference vs replay" in paired and "noop vs replay" in paired

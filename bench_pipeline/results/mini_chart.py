@@ -14,7 +14,7 @@ import base64
 import pandas as pd
 
 MARKDOWN_LIMIT = 990  # the UI's inline limit is 1,000 characters
-W, H, L, B, T, R = 300, 170, 26, 18, 8, 70
+W, H, L, B, T, R = 300, 180, 26, 18, 20, 70
 
 
 def _svg(frontier: pd.DataFrame, x: str, y: str, labels: str, dominated: bool) -> str:

@@ -1,6 +1,6 @@
 """Gather each trial's evidence (diff, transcript, checks, turns) for the results explorer.
 
-`gather_evidence(run, trials) -> (evidence, caps)`: a dict trial_id -> bounded snippets read
+`gather_evidence(trials, check_commands(run)) -> (evidence, caps)`: a dict trial_id -> bounded snippets read
 from the trial's evidence folder, and the caps that bounded them (the page says when a piece
 was cut). Failing and infrastructure trials are read first, so when the whole-report budget
 runs out it is the passing trials whose evidence is left out (and the page says so).
@@ -129,11 +129,18 @@ def _size(evidence: dict[str, Any]) -> int:
     return len(json.dumps(evidence, default=str))
 
 
+def check_commands(run: BenchmarkRun) -> dict[str, dict[str, list[str]]]:
+    """task id -> check id -> the check's command, as frozen in the run."""
+    return {t.id: {c.id: list(c.command) for c in t.checks} for t in run.taskset.tasks}
+
+
 def gather_evidence(
-    run: BenchmarkRun, trials: pd.DataFrame, total_cap: int = TOTAL_CAP
+    trials: pd.DataFrame,
+    commands: dict[str, dict[str, list[str]]],
+    total_cap: int = TOTAL_CAP,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
-    """Bounded evidence of every trial of `trials` (latest row per trial), see module doc."""
-    commands = {t.id: {c.id: list(c.command) for c in t.checks} for t in run.taskset.tasks}
+    """Bounded evidence of every trial of `trials` (latest row per trial), see module doc;
+    `commands` from `check_commands(run)`."""
     order = trials.assign(_ok=(trials["outcome"] == "succeeded").astype(int)).sort_values(
         ["_ok", "trial_id"]
     )

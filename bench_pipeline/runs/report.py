@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bench_pipeline.results.report import render_report_html
 from bench_pipeline.runs.derived import Derived, compute_derived, run_rows
-from bench_pipeline.runs.evidence import gather_evidence
+from bench_pipeline.runs.evidence import check_commands, gather_evidence
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 
@@ -16,7 +16,7 @@ def report_html(warehouse: Warehouse, run_id: str, derived: Derived | None = Non
     derived tables when the caller has just computed them."""
     derived = derived or compute_derived(warehouse, run_id)
     trials, scores = run_rows(warehouse, run_id)
-    evidence, caps = gather_evidence(derived.run, trials)
+    evidence, caps = gather_evidence(trials, check_commands(derived.run))
     tasks = {
         t.id: {
             "title": t.title,

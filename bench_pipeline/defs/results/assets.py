@@ -31,7 +31,7 @@ DESCRIPTIONS = {
     "config_table": "One row per configuration: overall, scorer means with scored/of, pass rate, cost with coverage, duration, CIs, change against the baseline.",
     "task_grid": "Task x configuration grid with the trials behind each cell.",
     "recommendations": "Best quality, most efficient, lowest cost; comparable and overlap flags.",
-    "pareto_frontier": "Cost-versus-quality Pareto frontier (chart in metadata).",
+    "pareto_frontier": "Cost-versus-quality Pareto frontier: the chart inline in the latest materialization, the full chart one click away, every axis pair in the explorer page.",
     "config_table_by_tag": "The config table per task tag (untagged under '-').",
     "recommendations_by_tag": "Recommendations per task tag.",
     "paired_comparison": "Each configuration paired against the baseline config by task and repetition, with a sign test.",

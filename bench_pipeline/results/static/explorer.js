@@ -373,8 +373,13 @@
     h += '<h3>Scores</h3><table id="trial-scores"><tr><th class=t>scorer</th><th class=t>status</th><th>value</th><th class=t>reason</th><th class=t>rationale / details</th></tr>';
     t.scores.forEach(function (s) {
       var d = s.details || {}, rationale = d.rationale || d.explanation || (d.criteria ? JSON.stringify(d.criteria) : "");
+      if (Array.isArray(d.task_criteria)) {
+        // The judge's verdict and reason per criterion (llm_judge:correctness).
+        rationale = d.task_criteria.map(function (v) { return "criterion " + v.index + ": " + v.verdict + (v.reason ? " — " + v.reason : ""); }).join("\n");
+      }
+      if (d.judge_model) rationale = (rationale ? rationale + "\n" : "") + "judge " + d.judge_model + (d.judge_grades_itself ? " (grades its own answers)" : "");
       if (!rationale && s.scorer !== "assert" && s.scorer !== "checks" && Object.keys(d).length) rationale = JSON.stringify(d);
-      h += "<tr><td class=t>" + esc(s.scorer) + "</td><td class=t>" + esc(s.status) + "</td><td>" + num(s.value, 3) + '</td><td class="t wrap">' + esc(s.reason || "") + '</td><td class="t wrap">' + esc(String(rationale).slice(0, 4000)) + "</td></tr>";
+      h += "<tr><td class=t>" + esc(s.scorer) + "</td><td class=t>" + esc(s.status) + "</td><td>" + num(s.value, 3) + '</td><td class="t wrap">' + esc(s.reason || "") + '</td><td class="t wrap">' + esc(String(rationale).slice(0, 4000)).replace(/\n/g, "<br>") + "</td></tr>";
     });
     h += "</table>";
     var tests = [];
