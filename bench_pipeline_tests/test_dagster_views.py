@@ -22,7 +22,8 @@ REPO_TAG = {"key": ".dagster/repository", "value": "__repository__@bench_pipelin
 
 RUNS_QUERY = """
 query($filter: RunsFilter!) {
-  runsOrError(filter: $filter) { ... on Runs { results { runId jobName status tags { key value } } } }
+  runsOrError(filter: $filter) { ... on Runs { results {
+    runId jobName status pipelineSnapshotId tags { key value } } } }
 }
 """
 MATERIALIZATIONS = """
@@ -48,6 +49,12 @@ query($key: AssetKeyInput!) {
     kinds owners { ... on TeamAssetOwner { team } } tags { key value } description
   } }
 }
+"""
+SNAPSHOT = """
+query($name: String!) {
+  pipelineOrError(params: {pipelineName: $name, repositoryName: "__repository__",
+                           repositoryLocationName: "bench_pipeline"}) {
+    ... on Pipeline { pipelineSnapshotId } } }
 """
 JOBS = """
 { repositoryOrError(repositorySelector: {repositoryLocationName: "bench_pipeline",
@@ -103,6 +110,9 @@ def test_dagster_views_through_graphql(factory: Path, bench_home: Path, tmp_path
                     and r["status"] == "SUCCESS"
                 ]
                 assert len(mine) == per_run, (job, run_id, runs)
+            # The same job as the code location's, so "Re-execute" raises no version warning.
+            snap = graphql(url, SNAPSHOT, {"name": job})["pipelineOrError"]["pipelineSnapshotId"]
+            assert {r["pipelineSnapshotId"] for r in runs} == {snap}
 
         # A trials partition: a table with one row per trial, and its schema.
         (mat,) = graphql(

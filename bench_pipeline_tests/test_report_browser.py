@@ -128,6 +128,7 @@ def test_demo_report_explorer_offline(
     assert page.locator("#trial-cost").inner_text() == f"${meta['cost_usd']:.4f}"
     assert page.locator("#trial-transcript .ev").count() >= 1
     _no_horizontal_scroll(page)
+    page.screenshot(path=str(tmp_path / "explorer_trial.png"), full_page=True)
 
     # The chart: switching x to average time recomputes the frontier.
     by_cost, by_time = _frontier(table, "avg_cost_usd"), _frontier(table, "avg_duration_seconds")
@@ -230,5 +231,6 @@ def test_text_suite_report_shows_turns(
         assert rows.count() > 1  # a header and one row per assertion
         assert any(s in turn.locator("table.asserts").inner_text() for s in ("passed", "failed"))
     assert page.locator("#scenario-turns").count() == 1
+    page.screenshot(path=str(tmp_path / "explorer_text_suite.png"), full_page=True)
     _no_horizontal_scroll(page)
     assert requests == [], f"the report made requests: {requests}"

@@ -131,6 +131,9 @@
         esc(r.config_id + ": " + S.x + " " + r[S.x] + ", " + S.y + " " + r[S.y]) + "</title></circle>" +
         '<text x="' + (px(r[S.x]) + 9) + '" y="' + (py(r[S.y]) - 7) + '" font-size="11">' + esc(r.config_id + (base ? " (baseline)" : "")) + "</text></g>";
     });
+    if (!pts.length) {
+      s += '<text x="' + (W / 2) + '" y="' + (H / 2) + '" font-size="13" text-anchor="middle" fill="#57606a">no configuration can be plotted on these axes (see the list)</text>';
+    }
     s += "</svg>";
     el("chart").innerHTML = s;
     var ids = front.map(function (r) { return r.config_id; });
@@ -398,7 +401,8 @@
       h += "</div>";
     }
     h += turnsHtml(t, ev);
-    if (ev.diff !== undefined) {
+    var textTask = (D.tasks[t.task_id] || {}).is_text;
+    if (ev.diff !== undefined && !(textTask && !ev.diff)) {
       h += "<h3>Diff" + (ev.diff_cut ? ' <span class="small muted">(cut at ' + D.caps.diff_chars + " characters)</span>" : "") + "</h3>" + (ev.diff ? diffHtml(ev.diff) : '<p class="muted" id="trial-diff">no change (empty diff)</p>');
     }
     if (ev.events) {
@@ -460,5 +464,7 @@
     if (row) { S.trial = row.getAttribute("data-trial"); drawTrial(); el("trial-panel").scrollIntoView(); }
   });
   if (!D.frontiers[S.x + "|" + S.y] && D.axes.length > 1) { S.x = D.axes[D.axes.length - 1].column; S.y = D.axes[0].column; }
+  // Cost unknown for every config (e.g. a model without a price): open on time instead.
+  if (!(D.frontiers[S.x + "|" + S.y] || []).some(function (r) { return !r.excluded_reason; }) && D.frontiers["avg_duration_seconds|" + S.y]) S.x = "avg_duration_seconds";
   render();
 })();
