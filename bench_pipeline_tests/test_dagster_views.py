@@ -216,6 +216,21 @@ def test_run_driven_by_dagster_has_a_status_and_baseline_job(
             instance=instance,
         )
         assert r.success
+        # A partition the run does not have (rep 2 of a 1-rep run): nothing materialized, so
+        # it stays "missing" instead of turning green.
+        key = partition_key("invoices", "reference", 2)
+        r = defs.resolve_job_def("bench_partition_job").execute_in_process(
+            partition_key=key, run_config=resources, instance=instance
+        )
+        assert r.success
+        for asset in ("trials", "scores"):
+            for rep, materialized in ((1, True), (2, False)):
+                part = str(partition_key("invoices", "reference", rep))
+                records = instance.fetch_materializations(
+                    dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[part]),
+                    limit=1,
+                ).records
+                assert bool(records) == materialized, (asset, part)
         r = defs.resolve_job_def("bench_results_job").execute_in_process(
             run_config=resources, instance=instance
         )

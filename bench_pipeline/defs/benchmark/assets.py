@@ -112,9 +112,11 @@ def _partition(
     return run, (config_id, rep)
 
 
-def _skipped(run: BenchmarkRun) -> dg.MaterializeResult:
-    return dg.MaterializeResult(
-        metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
+def _not_in_run(context: dg.AssetExecutionContext, run: BenchmarkRun) -> None:
+    # Nothing is materialized (output_required=False): a partition the run does not have stays
+    # "missing" in the UI instead of turning green with nothing behind it.
+    context.log.info(
+        f"partition {context.partition_key} is not part of run {run.run_id}: nothing to do"
     )
 
 
@@ -129,14 +131,14 @@ def _skipped(run: BenchmarkRun) -> dg.MaterializeResult:
     owners=OWNERS,
     tags={"bench/stage": "trials"},
     metadata={"dagster/column_schema": PARTITION_SCHEMA},
+    output_required=False,
 )
-def trials(
-    context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource
-) -> dg.MaterializeResult:
+def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource):
     paths = bench.paths
     run, part = _partition(context, bench, config.run_id)
     if part is None:
-        return _skipped(run)
+        _not_in_run(context, run)
+        return
     config_id, rep = part
     progress = trial_progress(len(run.taskset.tasks)) if bench.progress else None
     rows = execute_partition(
@@ -145,7 +147,7 @@ def trials(
     outcomes = Counter(rows["outcome"]) if not rows.empty else Counter()
     cost = rows["cost_usd"] if not rows.empty else None
     table = partition_trials(paths.warehouse, run.run_id, config_id, rep)
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
         metadata={
             "run_id": run.run_id,
             "suite": run.suite,
@@ -169,14 +171,14 @@ def trials(
     owners=OWNERS,
     tags={"bench/stage": "trials"},
     metadata={"dagster/column_schema": PARTITION_SCHEMA},
+    output_required=False,
 )
-def scores(
-    context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource
-) -> dg.MaterializeResult:
+def scores(context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource):
     paths = bench.paths
     run, part = _partition(context, bench, config.run_id)
     if part is None:
-        return _skipped(run)
+        _not_in_run(context, run)
+        return
     config_id, rep = part
     rows = score_partition(
         run,
@@ -190,7 +192,7 @@ def scores(
     )
     statuses = Counter(r["status"] for r in rows)
     table = partition_trials(paths.warehouse, run.run_id, config_id, rep)
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
         metadata={
             "run_id": run.run_id,
             "suite": run.suite,
