@@ -10,6 +10,7 @@ through run config, not overrides, for the same reason.
 """
 
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,11 @@ REPOSITORY = "__repository__"  # the name Dagster gives a Definitions object's r
 ROOT = Path(__file__).resolve().parents[2]  # workspace.yaml's working_directory
 
 
-def _repository() -> ReconstructableRepository:
-    return ReconstructableRepository.for_module(MODULE, "defs", working_directory=str(ROOT))
+@cache  # the definitions are module-level constants: resolve each job once per process
+def _job(job_name: str) -> tuple[Any, Any]:
+    repository = ReconstructableRepository.for_module(MODULE, "defs", working_directory=str(ROOT))
+    recon = repository.get_reconstructable_job(job_name)
+    return recon, recon.get_definition()
 
 
 def job_origin(job_name: str) -> Any:
@@ -46,8 +50,7 @@ def execute_recorded(
     partition_key: dg.MultiPartitionKey | str | None = None,
 ) -> dg.ExecuteInProcessResult | Any:
     """Run `job_name` to the end in this process; returns Dagster's execution result."""
-    recon = _repository().get_reconstructable_job(job_name)
-    job_def = recon.get_definition()
+    recon, job_def = _job(job_name)
     run_tags = dict(tags)
     if partition_key is not None:
         run_tags.update(job_def.get_tags_for_partition_key(partition_key, None))
