@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench_pipeline.results.scores import trial_overall
-from bench_pipeline.runs.derived import run_rows
+from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
+from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 
 # column -> (type, description); the order is the table's.
@@ -30,28 +30,40 @@ def _value(v: Any) -> Any:
     return v
 
 
+def trial_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of just-executed trials (not scored yet): no read, score and status empty."""
+    return _rows(latest_trials(trials), None, {}) if not trials.empty else []
+
+
 def partition_trials(
     warehouse: Warehouse, run_id: str, config_id: str, rep: int
 ) -> list[dict[str, Any]]:
-    """The partition's trials (latest row each), sorted by task."""
-    trials, scores = run_rows(warehouse, run_id)
-    if trials.empty:
-        return []
-    mine = trials[(trials["config_id"] == config_id) & (trials["repetition"] == rep)]
+    """The partition's trials (latest row each) with their scores, sorted by task; reads only
+    the partition's own files."""
+    under = layout.partition_dir(config_id, rep)
+    mine = warehouse.read("trials", run_id, under=under)
     if mine.empty:
         return []
-    per = trial_overall(
-        mine, scores[scores["trial_id"].isin(mine["trial_id"])] if len(scores) else scores
-    )
+    mine = latest_trials(mine)
+    scores = warehouse.read("scores", run_id, under=under)
+    if len(scores):
+        scores = latest_scores(scores)
+    per = trial_overall(mine, scores)
     per = per.set_index("trial_id")
     reasons: dict[str, str] = {}
     if len(scores):
-        for s in scores[scores["trial_id"].isin(mine["trial_id"])].itertuples():
+        for s in scores.itertuples():
             if s.trial_id in per.index and s.scorer == per.loc[s.trial_id].get("primary_scorer"):
                 reasons[s.trial_id] = str(s.reason or "")[:200]
+    return _rows(mine, per, reasons)
+
+
+def _rows(
+    mine: pd.DataFrame, per: pd.DataFrame | None, reasons: dict[str, str]
+) -> list[dict[str, Any]]:
     rows = []
     for t in mine.sort_values("task_id").itertuples():
-        p = per.loc[t.trial_id] if t.trial_id in per.index else {}
+        p = per.loc[t.trial_id] if per is not None and t.trial_id in per.index else {}
         overall = _value(p.get("overall")) if len(p) else None
         rows.append(
             {

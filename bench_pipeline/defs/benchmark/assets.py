@@ -15,7 +15,7 @@ from bench_pipeline.formats.model import Judge
 from bench_pipeline.formats.serialize import from_jsonable
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.runs.execute import execute_partition
-from bench_pipeline.runs.partition_view import PARTITION_COLUMNS, partition_trials
+from bench_pipeline.runs.partition_view import PARTITION_COLUMNS, partition_trials, trial_rows
 from bench_pipeline.runs.progress import trial_progress
 from bench_pipeline.runs.score import INITIAL, score_partition
 from bench_pipeline.runs.start import resolve_run, start_run
@@ -146,7 +146,7 @@ def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: Bench
     )
     outcomes = Counter(rows["outcome"]) if not rows.empty else Counter()
     cost = rows["cost_usd"] if not rows.empty else None
-    table = partition_trials(paths.warehouse, run.run_id, config_id, rep)
+    table = trial_rows(rows)
     yield dg.MaterializeResult(
         metadata={
             "run_id": run.run_id,
