@@ -131,7 +131,7 @@ def test_celery_workers_match_in_process_run(
                 )
             run = start_run(launch, paths)
             instance = dg.DagsterInstance.get()
-            register_configs(instance, [c.id for c in run.launch.configs])
+            register_configs(instance, run.suite, [c.id for c in run.launch.configs])
             home = str(bench_home)
             dagster_runs = []
             for config_id, rep in run.partitions():
@@ -139,7 +139,7 @@ def test_celery_workers_match_in_process_run(
                     dg.reconstructable(dc.define_partition_job),
                     instance=instance,
                     run_config=dc.partition_run_config(run.run_id, home),
-                    tags=dc.partition_tags(config_id, rep, run.run_id),
+                    tags=dc.partition_tags(run.suite, config_id, rep, run.run_id),
                 )
                 assert result.success, f"partition {config_id}|{rep} failed"
                 dagster_runs.append(result.run_id)

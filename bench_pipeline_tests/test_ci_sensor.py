@@ -196,12 +196,15 @@ def test_ci_scores_follow_the_checks_api(
 
         # Tick 3: a succeeds, b fails. (With the config partition known to the instance, the
         # sensor also reports the scores partition it appended to.)
-        instance.add_dynamic_partitions("bench_config", ["reference"])
+        instance.add_dynamic_partitions("bench_config", [f"{run.suite}:reference"])
         fake.set(shas[a], OK, {**OK, "conclusion": "neutral"})
         fake.set(shas[b], OK, BAD)
         result = tick(bench_home, instance, result.cursor)
         (event,) = result.asset_events
-        assert event.asset_key == dg.AssetKey("scores") and event.partition == "reference|1"
+        assert (
+            event.asset_key == dg.AssetKey("scores")
+            and event.partition == f"{run.suite}:reference|1"
+        )
         latest = latest_ci(paths, run.run_id)
         assert latest[a]["status"] == "scored" and latest[a]["value"] == 1.0
         assert latest[b]["status"] == "scored" and latest[b]["value"] == 0.0

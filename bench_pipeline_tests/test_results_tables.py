@@ -15,6 +15,7 @@ A T1 rep 1 checks was first scored 0 and later rescored 1 (the newer row wins).
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -25,7 +26,6 @@ from bench_pipeline.results import (
     config_table_by_tag,
     grid_pivot,
     latest_scores,
-    pareto_chart_svg,
     pareto_frontier,
     recommend,
     recommendations_by_tag,
@@ -256,23 +256,34 @@ def test_by_tag(run):
 
 
 def test_report_is_self_contained(run):
+    """The explorer page holds its data and script inline and no URL (even from the data)."""
     trials, scores, per_trial, t = run
     table = t.reset_index()
-    grid = task_config_grid(trials, scores, per_trial=per_trial)
-    frontier = pareto_frontier(table)
-    svg = pareto_chart_svg(frontier)
+    tables = {
+        "config_table": table,
+        "task_grid": task_config_grid(trials, scores, per_trial=per_trial),
+        "config_table_by_tag": config_table_by_tag(trials, scores, per_trial=per_trial),
+    }
     html = render_report_html(
         {"run_id": "r1", "suite": "demo", "notify": "https://hooks.example/x"},
-        table,
-        grid,
+        tables,
         recommend(table),
-        frontier,
-        svg,
-        by_tag=config_table_by_tag(trials, scores, per_trial=per_trial),
+        trials,
+        scores,
     )
     assert html.startswith("<!DOCTYPE html>")
-    assert '<table class="configs">' in html and "score_llm_judge" in html
-    assert "<svg" in html
-    assert '<table class="grid">' in html and "T3" in html and "1/2" in html
-    assert "http://" not in html and "https://" not in html
-    assert "<link" not in html and "<script" not in html
+    assert "http://" not in html and "https://" not in html and "hooks.example" in html
+    assert "<link" not in html and "<script src" not in html and "@import" not in html
+    embedded = html.split('<script type="application/json" id="bench-data">', 1)[1]
+    data = json.loads(embedded.split("</script>", 1)[0])
+    assert data["meta"]["notify"] == "https://hooks.example/x"  # ":\/\/" is "://" to JSON
+    assert {r["config_id"] for r in data["config_table"]} == {"A", "B", "C"}
+    assert "score_llm_judge" in data["config_table"][0]
+    # the frontier of every axis pair, by pareto_frontier itself
+    expected = pareto_frontier(table, x="avg_duration_seconds", y="score_checks")
+    got = data["frontiers"]["avg_duration_seconds|score_checks"]
+    assert [r["on_frontier"] for r in got] == expected["on_frontier"].tolist()
+    # every trial with its grid state: T3/B/2 is inconclusive (grader fault), never a failure
+    states = {k: v["state"] for k, v in data["trials"].items()}
+    assert states["T1/A/1"] == "passed" and states["T3/A/1"] == "failed"
+    assert states["T3/B/2"] == "infra" and states["T1/B/2"] == "infra"  # grader faults

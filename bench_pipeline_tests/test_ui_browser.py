@@ -162,8 +162,15 @@ def _check_pareto(page, url: str, shots: Path) -> None:
     page.get_by_text("chart_path", exact=True).first.wait_for()
     seen = _body_words(page)
     assert "chart" in seen and "frontier" in seen, "the chart metadata entry is not shown"
+    # The frontier chart is inline: visible on the page before any click.
+    inline = page.locator("img[src^='data:image/svg+xml;base64,']").first
+    inline.wait_for(state="visible")
+    size = inline.evaluate(
+        "el => [el.naturalWidth, el.naturalHeight, el.getBoundingClientRect().width]"
+    )
+    assert size[0] > 100 and size[1] > 100 and size[2] > 100, f"no inline chart: {size}"
     page.screenshot(path=str(shots / "pareto_frontier.png"), full_page=True)
-    # The chart row's value is a "[Show Markdown]" button; the dialog renders the data URI image.
+    # The full chart (PNG) stays one click away: the chart row's value is a "[Show Markdown]" button; the dialog renders the data URI image.
     chart_row = page.locator("tr", has=page.get_by_text("chart", exact=True))
     chart_row.get_by_text("Show Markdown").first.click()
     img = page.locator("img[src^='data:image/png;base64,']").first

@@ -90,7 +90,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         runs = paths.warehouse.read_runs().sort_values("created_at")
         from bench_pipeline.runs.status import run_statuses
 
-        statuses = run_statuses(paths.warehouse)
+        statuses = run_statuses(paths.warehouse, [str(r) for r in runs["run_id"]])
         for r in runs.itertuples():
             print(
                 f"{r.run_id}  {r.suite}  {r.launch}  {r.created_at}  task set {r.task_set_revision}  {statuses.get(r.run_id, 'unknown')}"
@@ -102,25 +102,14 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write a self-contained HTML report of a run."""
+    """Write the results explorer of a run: one self-contained, offline HTML file."""
 
-    from bench_pipeline.results import render_report_html
-    from bench_pipeline.runs.derived import compute_derived
+    from bench_pipeline.runs.report import report_html
 
     paths = common.paths_of(args)
     run_id = common.run_id_of(args, paths)
     out = common.check_output_file(args.out or f"{run_id}-report.html", "--out")
-    d = compute_derived(paths.warehouse, run_id)
-    html = render_report_html(
-        d.meta(),
-        d.tables["config_table"],
-        d.tables["task_grid"],
-        d.recommendations,
-        d.tables["pareto_frontier"],
-        d.chart_svg(),
-        by_tag=d.tables["config_table_by_tag"],
-        comparison=d.tables["paired_comparison"],
-    )
+    html = report_html(paths.warehouse, run_id)
     common.write_output_file(out, html)
     print(shown_path(out))
     return common.EXIT_OK
@@ -129,23 +118,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_baseline(args: argparse.Namespace) -> int:
     """Pin (set) or show a suite's baseline run."""
 
-    from bench_pipeline.runs.benchmark_run import load_run
-    from bench_pipeline.runs.derived import pin_baseline, pinned_baseline
+    from bench_pipeline.runs.derived import pinned_baseline
 
     paths = common.paths_of(args)
     if args.action == "show":
         print(pinned_baseline(paths.warehouse, args.suite) or "none")
         return common.EXIT_OK
-    if not args.run_id:
-        raise common.CliError("baseline set: give SUITE RUN")
-    if not run_exists(paths.warehouse, args.run_id):
-        raise common.CliError(f"baseline: no benchmark run '{args.run_id}'")
-    run = load_run(args.run_id, paths.warehouse)
-    if run.suite != args.suite:
-        raise common.CliError(
-            f"baseline: run {args.run_id} is of suite '{run.suite}', not '{args.suite}'"
-        )
-    pin_baseline(paths.warehouse, args.suite, args.run_id)
+    from bench_pipeline.runs.baseline import BaselineError, set_baseline
+
+    try:
+        set_baseline(paths.warehouse, args.suite, args.run_id or "")
+    except BaselineError as exc:
+        raise common.CliError(str(exc)) from None
     print(f"baseline of {args.suite} is now {args.run_id}")
     return common.EXIT_OK
 

@@ -102,11 +102,11 @@ def partition_run_config(run_id: str, home: str, warehouse_root: str = "") -> di
     }
 
 
-def partition_tags(config_id: str, rep: int, run_id: str) -> dict[str, str]:
+def partition_tags(suite: str, config_id: str, rep: int, run_id: str) -> dict[str, str]:
     """Tags that make a run of the partitioned job target one config x repetition (the config
     must be registered first: `bench_pipeline.defs.partitions.register_configs`)."""
     # The per-dimension tags make the step see a MultiPartitionKey, not the bare "config|rep".
-    key = partition_key(config_id, rep)
+    key = partition_key(suite, config_id, rep)
     return {**trial_partitions.get_tags_for_partition_key(key), "bench/run_id": run_id}
 
 

@@ -18,15 +18,35 @@ def build_definitions(executor: dg.ExecutorDefinition) -> dg.Definitions:
     asset jobs (in-process here; celery in `bench_pipeline.defs.celery`)."""
     # One run per partition with all its trials inside (measured: a Dagster run per trial costs
     # 0.35-10 s); the partition's trials run in our own bounded pool inside the step.
-    task_set_job = dg.define_asset_job(TASK_SET_JOB, selection=[task_set], executor_def=executor)
+    task_set_job = dg.define_asset_job(
+        TASK_SET_JOB,
+        selection=[task_set],
+        executor_def=executor,
+        description="Freeze a launch into a benchmark run (config: `launch` file or `run_id`) "
+        "and register its `<suite>:<config>` partitions.",
+    )
     partition_job = dg.define_asset_job(
-        PARTITION_JOB, selection=[trials, scores], executor_def=executor
+        PARTITION_JOB,
+        selection=[trials, scores],
+        executor_def=executor,
+        description="Run and score every trial of one `<suite>:<config>` x repetition partition "
+        "(config `run_id`; empty = the latest run of the partition's suite).",
     )
     # Rescoring is its own job: mixing backfill policies in one job falls back to a run per
     # partition with a warning (measured on Dagster 1.13).
-    rescore_job = dg.define_asset_job(RESCORE_JOB, selection=[scores], executor_def=executor)
+    rescore_job = dg.define_asset_job(
+        RESCORE_JOB,
+        selection=[scores],
+        executor_def=executor,
+        description="Grade finished trials again (new scorers or criteria) without rerunning "
+        "agents; rows are appended under a rescore id.",
+    )
     results_job = dg.define_asset_job(
-        RESULTS_JOB, selection=[results_tables], executor_def=executor
+        RESULTS_JOB,
+        selection=[results_tables],
+        executor_def=executor,
+        description="Derive a run's results (config table, grid, frontier, by tag, paired "
+        "comparison, regressions) and write its explorer page.",
     )
     # CI sensor, nightly schedules (one per `nightly: true` suite of $BENCH_FACTORY) and
     # driver, regression and run-failure notifiers.

@@ -14,7 +14,7 @@ import dagster as dg
 
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.partitions import partition_key
-from bench_pipeline.defs.resources import BenchResource
+from bench_pipeline.defs.recorded import execute_recorded
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
 
@@ -48,12 +48,9 @@ def get_instance(paths: BenchPaths) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def resources_for(paths: BenchPaths, progress: bool) -> dict[str, object]:
-    return {
-        "bench": BenchResource(
-            home=str(paths.home), warehouse_root=paths.warehouse_root, progress=progress
-        )
-    }
+def resource_config(paths: BenchPaths, progress: bool) -> dict[str, object]:
+    """The bench resource as run config (recorded runs keep the code location's job as is)."""
+    return run_config.bench_resource_config(str(paths.home), paths.warehouse_root, progress)
 
 
 def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
@@ -74,30 +71,34 @@ def execute_run(
     on_partition: Callable[[str, int], None] | None = None,
 ) -> None:
     """Task set, then every (config, rep) partition, then the results, as Dagster runs."""
-    from bench_pipeline.defs.definitions import PARTITION_JOB, TASK_SET_JOB, defs
+    from bench_pipeline.defs.definitions import PARTITION_JOB, TASK_SET_JOB
 
-    resources = resources_for(paths, progress)
+    resources = resource_config(paths, progress)
     tags = {"bench/run_id": run.run_id, "bench/suite": run.suite}
-    result = defs.resolve_job_def(TASK_SET_JOB).execute_in_process(
-        run_config={**run_config.task_set_config(run.run_id), **run_config.QUIET_LOGGERS},
+    result = execute_recorded(
+        TASK_SET_JOB,
+        run_config={
+            **run_config.task_set_config(run.run_id),
+            **run_config.QUIET_LOGGERS,
+            **resources,
+        },
         instance=instance,
-        resources=resources,
         tags=tags,
     )
     check_success(result, "task set")
-    job = defs.resolve_job_def(PARTITION_JOB)
 
     def one(config_id: str, rep: int) -> None:
         if on_partition:
             on_partition(config_id, rep)
-        result = job.execute_in_process(
-            partition_key=partition_key(config_id, rep),
+        result = execute_recorded(
+            PARTITION_JOB,
+            partition_key=partition_key(run.suite, config_id, rep),
             run_config={
                 **run_config.partition_config(run.run_id, retry_infra),
                 **run_config.QUIET_LOGGERS,
+                **resources,
             },
             instance=instance,
-            resources=resources,
             tags=tags,
         )
         check_success(result, f"partition {config_id}|{rep}")
@@ -116,14 +117,17 @@ def execute_run(
 
 
 def build_results(run_id: str, paths: BenchPaths, instance: dg.DagsterInstance) -> None:
-    from bench_pipeline.defs.definitions import RESULTS_JOB, defs
+    from bench_pipeline.defs.definitions import RESULTS_JOB
 
-    result = defs.resolve_job_def(RESULTS_JOB).execute_in_process(
-        run_config={**run_config.results_config(run_id), **run_config.QUIET_LOGGERS},
+    result = execute_recorded(
+        RESULTS_JOB,
+        run_config={
+            **run_config.results_config(run_id),
+            **run_config.QUIET_LOGGERS,
+            **resource_config(paths, False),
+        },
         instance=instance,
-        resources=resources_for(paths, False),
         tags={"bench/run_id": run_id},
-        raise_on_error=False,
     )
     check_success(result, "results")
 

@@ -1,11 +1,21 @@
-"""Trials and scores are partitioned by configuration (dynamic: added when a run starts) x
-repetition (static 1..10, the launch limit)."""
+"""Trials and scores are partitioned by suite-scoped configuration (dynamic: added when a run
+starts) x repetition (static 1..10, the launch limit).
+
+A config key is `<suite>:<config>` (`invoices:reference`). Why: two suites may use the same
+config id for different work, and one shared key would mix their trials' materializations, let
+a backfill of one suite "complete" partitions of another and make the latest materialization
+of a key belong to whichever suite ran last. With the suite in the key, a partition belongs to
+one suite: its runs, its history and its status in the UI are that suite's alone, and a step
+launched from the UI without a run id resolves the latest run OF THAT SUITE. `:` cannot occur in
+a suite or config id (`formats.model.ID_PATTERN`), so the key splits unambiguously.
+"""
 
 import dagster as dg
 
 from bench_pipeline.formats.model import MAX_REPETITIONS
 
 CONFIG_PARTITIONS_NAME = "bench_config"
+SEPARATOR = ":"
 config_partitions = dg.DynamicPartitionsDefinition(name=CONFIG_PARTITIONS_NAME)
 rep_partitions = dg.StaticPartitionsDefinition([str(i) for i in range(1, MAX_REPETITIONS + 1)])
 trial_partitions = dg.MultiPartitionsDefinition(
@@ -13,12 +23,23 @@ trial_partitions = dg.MultiPartitionsDefinition(
 )
 
 
-def partition_key(config_id: str, rep: int) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"config": config_id, "rep": str(rep)})
+def config_key(suite: str, config_id: str) -> str:
+    """The config dimension's key of one suite's configuration."""
+    return f"{suite}{SEPARATOR}{config_id}"
 
 
-def register_configs(instance: dg.DagsterInstance, config_ids: list[str]) -> None:
+def split_config_key(key: str) -> tuple[str | None, str]:
+    """(suite, config id) of a config key; suite None for a key made before keys had suites."""
+    suite, sep, config_id = key.partition(SEPARATOR)
+    return (suite, config_id) if sep else (None, key)
+
+
+def partition_key(suite: str, config_id: str, rep: int) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"config": config_key(suite, config_id), "rep": str(rep)})
+
+
+def register_configs(instance: dg.DagsterInstance, suite: str, config_ids: list[str]) -> None:
     known = set(instance.get_dynamic_partitions(CONFIG_PARTITIONS_NAME))
-    new = [c for c in config_ids if c not in known]
+    new = [k for k in (config_key(suite, c) for c in config_ids) if k not in known]
     if new:
         instance.add_dynamic_partitions(CONFIG_PARTITIONS_NAME, new)

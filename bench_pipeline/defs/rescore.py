@@ -12,8 +12,9 @@ import dagster as dg
 import pandas as pd
 
 from bench_pipeline.defs import run_config
-from bench_pipeline.defs.launcher import check_success, resources_for
+from bench_pipeline.defs.launcher import check_success, resource_config
 from bench_pipeline.defs.partitions import partition_key, register_configs
+from bench_pipeline.defs.recorded import execute_recorded
 from bench_pipeline.formats.model import Judge
 from bench_pipeline.formats.serialize import to_jsonable
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
@@ -33,10 +34,9 @@ def execute_rescore(
     on_partition: Callable[[str, int], None] | None = None,
 ) -> pd.DataFrame:
     """Backfill the run's score partitions; returns the rows this rescore wrote."""
-    from bench_pipeline.defs.definitions import RESCORE_JOB, defs
+    from bench_pipeline.defs.definitions import RESCORE_JOB
 
-    register_configs(instance, [c.id for c in run.launch.configs])
-    job = defs.resolve_job_def(RESCORE_JOB)
+    register_configs(instance, run.suite, [c.id for c in run.launch.configs])
     tags = {"bench/run_id": run.run_id, "bench/suite": run.suite, "bench/rescore_id": rescore_id}
     config = run_config.rescore_config(
         run.run_id,
@@ -48,11 +48,11 @@ def execute_rescore(
     for config_id, rep in partitions_with_trials(paths.warehouse, run):
         if on_partition:
             on_partition(config_id, rep)
-        result = job.execute_in_process(
-            partition_key=partition_key(config_id, rep),
-            run_config={**config, **run_config.QUIET_LOGGERS},
+        result = execute_recorded(
+            RESCORE_JOB,
+            partition_key=partition_key(run.suite, config_id, rep),
+            run_config={**config, **run_config.QUIET_LOGGERS, **resource_config(paths, False)},
             instance=instance,
-            resources=resources_for(paths, False),
             tags=tags,
         )
         check_success(result, f"rescore of partition {config_id}|{rep}")

@@ -67,7 +67,13 @@ def nightly_config(suite: str, run_id: str, factory: str, scheduled_at: str) -> 
     )
 
 
-def bench_resource_config(home: str, warehouse_root: str = "") -> dict[str, Any]:
+def bench_resource_config(
+    home: str, warehouse_root: str = "", progress: bool = False
+) -> dict[str, Any]:
     """Run config naming the bench home explicitly: workers of a distributed executor may not
-    share the submitter's environment, so never rely on their BENCH_HOME or working directory."""
-    return {"resources": {"bench": {"config": {"home": home, "warehouse_root": warehouse_root}}}}
+    share the submitter's environment, so never rely on their BENCH_HOME or working directory.
+    `progress`: one line per finished trial on stderr (the CLI's in-process runs)."""
+    config: dict[str, Any] = {"home": home, "warehouse_root": warehouse_root}
+    if progress:
+        config["progress"] = True
+    return {"resources": {"bench": {"config": config}}}

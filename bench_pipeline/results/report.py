@@ -1,198 +1,213 @@
-"""Self-contained HTML report of one run.
+"""The results explorer: one self-contained, offline HTML page of one run.
 
-`render_report_html(run_meta, config_table, grid, recommendations, frontier, chart_svg,
-by_tag=None, comparison=None) -> str`: ONE HTML document with inline CSS and the chart inlined
-as SVG; no external URL of any kind (no links, CDN or web fonts; any "://" in data is
-rendered as an entity so the page never holds a URL). Sections: run, recommendations,
-config table, Pareto chart (+ configs not plotted), task x config grid, by tag (optional),
-paired comparison (optional; a dict, a list of dicts or a DataFrame).
+`render_report_html(run_meta, tables, recommendations, trials, scores, evidence=None, *, tasks=None,
+baseline_config=None, caps=None) -> str` takes the run's derived tables (as `compute_derived`
+names them), its latest trials and scores, and bounded evidence snippets per trial (see
+`runs/evidence.py`), and returns ONE HTML document: inline CSS, inline plain JS
+(`static/explorer.js`), the data embedded as JSON. It holds no URL: no link, CDN, font or
+image source, and every "://" inside the data is written as ":\\/\\/" (the same string to
+JavaScript), so opening it never makes a request.
+
+What it shows: recommendations with their notes; the Pareto chart with x/y pickers (overall,
+each scorer, average cost, average time) whose frontier is computed here by
+`pareto_frontier` for every axis pair; the config table with curated columns and deltas against
+the baseline configuration; regressions; the task x config grid with one state per cell
+(passed, failed, mixed, not scored + why, infrastructure), filters (failures only, tag,
+config, holdouts) and per-tag tabs; a cell opens its trials, a trial its diff, transcript,
+checks, scores and turns; paired comparisons; per-turn results of text tasks.
 """
 
 from __future__ import annotations
 
 import html
-import re
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Mapping
+from itertools import product
+from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from ._common import nan_to_none
-from .grid import grid_pivot
+from bench_pipeline.formats.vocabulary import (
+    INFRA_OUTCOMES,
+    OUTCOME_CANCELLED,
+    OUTCOME_NOT_APPLICABLE,
+    SCORE_ERROR,
+    SCORE_INCONCLUSIVE,
+)
 
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#222}
-h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:12px;margin:8px 0}
-th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
-th{background:#f4f4f4;position:sticky;top:0}td.t{text-align:left}
-.note{background:#fff7e0;border:1px solid #e3c766;padding:6px 10px;margin:6px 0;font-size:13px}
-.ok{background:#e6f4ea}.bad{background:#fde7e7}.mid{background:#fff4d6}
-.chart svg{max-width:100%;height:auto}.meta td{text-align:left}
-"""
+from .pareto import axis_label, pareto_frontier
+from .scores import latest_scores, latest_trials, trial_overall
 
-
-def _text(value: object) -> str:
-    """Escaped text that can never form a URL in the page."""
-    return html.escape(str(value)).replace("://", ":&#47;&#47;")
-
-
-def _cell(value: object) -> str:
-    value = nan_to_none(value) if not isinstance(value, list | tuple | np.ndarray) else value
-    if value is None:
-        return '<td class="t">–</td>'
-    if isinstance(value, bool | np.bool_):
-        return f'<td class="t">{"yes" if value else "no"}</td>'
-    if isinstance(value, int | np.integer):
-        return f"<td>{int(value)}</td>"
-    if isinstance(value, float | np.floating):
-        return f"<td>{float(value):.4g}</td>"
-    if isinstance(value, list | tuple | np.ndarray):
-        items = list(value)
-        shown = ", ".join(map(str, items[:5])) + (
-            f" … (+{len(items) - 5})" if len(items) > 5 else ""
-        )
-        return f'<td class="t">{_text(shown)}</td>'
-    return f'<td class="t">{_text(value)}</td>'
+STATIC = Path(__file__).with_name("static")
+# Trial states of the grid; a cell's state summarises its repetitions.
+PASSED, FAILED, UNSCORED, INFRA = "passed", "failed", "unscored", "infra"
+TRIAL_FIELDS = [
+    "trial_id",
+    "task_id",
+    "config_id",
+    "repetition",
+    "outcome",
+    "error",
+    "iterations",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "cost_unknown_reason",
+    "duration_seconds",
+    "agent_seconds",
+    "grading_seconds",
+    "model",
+    "evidence_dir",
+]
+DETAILS_CAP = 20_000  # characters of one score's details
 
 
-def _table(frame: pd.DataFrame, css_class: str = "", index: bool = False) -> str:
-    if index:
-        frame = frame.reset_index()
-    head = "".join(f"<th>{_text(c)}</th>" for c in frame.columns)
-    body = "".join(
-        "<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in frame.itertuples(index=False)
-    )
-    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """JSON-ready rows (NaN -> null, numpy -> plain, timestamps -> ISO text)."""
+    if frame is None or frame.empty:
+        return []
+    return json.loads(frame.to_json(orient="records", date_format="iso", default_handler=str))
 
 
-def _inline_svg(svg: str) -> str:
-    """Strip the XML prolog, DOCTYPE, metadata and namespace URLs (implicit in HTML5)."""
-    svg = re.sub(r"<\?xml[^>]*\?>", "", svg)
-    svg = re.sub(r"<!DOCTYPE[^>]*>", "", svg, flags=re.S)
-    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
-    svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
-    svg = svg.replace("xlink:href=", "href=")
-    return svg.replace("http://", "").replace("https://", "")
+def _float(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
 
 
-def _recommendations(rec: Mapping | pd.DataFrame) -> str:
-    if isinstance(rec, pd.DataFrame):
-        return _table(rec)
-    parts = ["<ul>"]
-    labels = {
-        "best_quality": ("Best quality", "overall"),
-        "most_efficient": ("Most efficient", "overall_per_usd"),
-        "lowest_cost": ("Lowest cost", "avg_cost_usd"),
-    }
-    for kind, (label, metric) in labels.items():
-        pick = rec.get(kind)
-        if pick:
-            value = nan_to_none(pick.get(metric))
-            shown = "n/a" if value is None else f"{value:.4g}"
-            parts.append(f"<li><b>{label}</b>: {_text(pick['config_id'])} ({metric} {shown})</li>")
-        else:
-            parts.append(f"<li><b>{label}</b>: none qualifies</li>")
-    parts.append("</ul>")
-    if rec.get("comparable") is False:
-        parts.append(f'<div class="note">Not comparable: {_text(rec.get("comparable_note"))}</div>')
-    if rec.get("overlap"):
-        parts.append(f'<div class="note">Overlap: {_text(rec.get("overlap_note"))}</div>')
-    if rec.get("excluded_from_cost"):
-        ids = ", ".join(map(str, rec["excluded_from_cost"]))
-        parts.append(f'<div class="note">Left out of cost picks (unknown cost): {_text(ids)}</div>')
-    return "".join(parts)
+def trial_state(outcome: str | None, passed: Any, primary_status: str | None) -> str:
+    """passed | failed | unscored | infra for one trial (the grid's colours)."""
+    if outcome in INFRA_OUTCOMES or outcome == OUTCOME_CANCELLED:
+        return INFRA
+    if primary_status in (SCORE_INCONCLUSIVE, SCORE_ERROR):
+        return INFRA  # a grader fault is never the agent's failure
+    if outcome == OUTCOME_NOT_APPLICABLE or passed is None or pd.isna(passed):
+        return UNSCORED
+    return PASSED if bool(passed) else FAILED
 
 
-def _grid(grid: pd.DataFrame) -> str:
-    if len(grid) == 0:
-        return "<p>No trials.</p>"
-    passed = grid_pivot(grid, "passed")
-    overall = grid_pivot(grid, "overall")
-    share = grid.assign(_s=grid["reps_passed"] / grid["reps"].where(grid["reps"] > 0)).pivot(
-        index="task_id", columns="config_id", values="_s"
-    )
-    head = "<th>task</th>" + "".join(f"<th>{_text(c)}</th>" for c in passed.columns)
-    rows = []
-    for task in passed.index:
-        cells = [f'<td class="t">{_text(task)}</td>']
-        for cfg in passed.columns:
-            text, o, s = passed.loc[task, cfg], overall.loc[task, cfg], share.loc[task, cfg]
-            if nan_to_none(text) is None:
-                cells.append('<td class="t">–</td>')
-                continue
-            cls = "ok" if s == 1 else ("bad" if s == 0 else "mid")
-            o_txt = "" if nan_to_none(o) is None else f" · {o:.2f}"
-            cells.append(f'<td class="{cls}">{_text(text)}{o_txt}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    legend = "<p>Cells: repetitions passed / repetitions · mean overall.</p>"
-    return (
-        legend
-        + f'<table class="grid"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
+def _trials(trials: pd.DataFrame, scores: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    per_trial = trial_overall(trials, scores).set_index("trial_id")
+    latest = latest_trials(trials).set_index("trial_id")
+    by_trial: dict[str, list[dict[str, Any]]] = {}
+    if not scores.empty:
+        for s in latest_scores(scores).itertuples():
+            details: Any = None
+            text = getattr(s, "details_json", None)  # optional in hand-built tables
+            if isinstance(text, str):
+                details = (
+                    json.loads(text)
+                    if len(text) <= DETAILS_CAP
+                    else {"cut": f"{len(text)} chars", "text": text[:DETAILS_CAP]}
+                )
+            by_trial.setdefault(s.trial_id, []).append(
+                {
+                    "scorer": s.scorer,
+                    "status": s.status,
+                    "value": _float(s.value),
+                    "reason": s.reason if isinstance(getattr(s, "reason", None), str) else None,
+                    "cost_usd": _float(getattr(s, "cost_usd", None)),
+                    "details": details,
+                }
+            )
+    out: dict[str, dict[str, Any]] = {}
+    fields = [c for c in TRIAL_FIELDS if c in latest.columns and c != "trial_id"]
+    rows = _records(latest[fields].reset_index())
+    for row in rows:
+        tid = row["trial_id"]
+        pt = per_trial.loc[tid] if tid in per_trial.index else None
+        passed = None if pt is None else pt.get("passed")
+        status = None if pt is None else pt.get("primary_status")
+        overall = None if pt is None else pt.get("overall")
+        row["overall"] = None if overall is None or pd.isna(overall) else float(overall)
+        row["primary_status"] = None if status is None or pd.isna(status) else str(status)
+        row["state"] = trial_state(row.get("outcome"), passed, row["primary_status"])
+        row["scores"] = by_trial.get(tid, [])
+        out[tid] = row
+    return out
 
 
-def _comparison(comparison: Mapping | Iterable[Mapping] | pd.DataFrame) -> str:
-    if isinstance(comparison, pd.DataFrame):
-        frame = comparison
-    elif isinstance(comparison, Mapping):
-        frame = pd.DataFrame([dict(comparison)])
-    else:
-        frame = pd.DataFrame(list(comparison))
-    return _table(frame.T.reset_index().rename(columns={"index": "field"}))
+def _axes(config_table: pd.DataFrame) -> list[dict[str, str]]:
+    names = ["overall"]
+    names += [c for c in config_table.columns if c.startswith("score_")]
+    names += ["pass_rate", "avg_cost_usd", "avg_duration_seconds"]
+    return [{"column": n, "label": axis_label(n)} for n in names if n in config_table.columns]
+
+
+def _frontiers(config_table: pd.DataFrame, axes: list[dict[str, str]]) -> dict[str, list]:
+    """`x|y` -> the frontier rows for that axis pair, by the same function as everywhere."""
+    out: dict[str, list] = {}
+    cols = [a["column"] for a in axes]
+    for x, y in product(cols, cols):
+        if x == y or config_table.empty:
+            continue
+        frame = pareto_frontier(config_table, x=x, y=y)
+        out[f"{x}|{y}"] = _records(frame)
+    return out
+
+
+def _embed(data: Any) -> str:
+    """JSON inside <script>: no "</" can close the element and no "://" forms a URL."""
+    text = json.dumps(data, default=str, allow_nan=False)
+    return text.replace("</", "<\\/").replace("://", ":\\/\\/").replace("<!--", "<\\!--")
+
+
+def _sanitize(value: Any) -> Any:
+    """NaN/inf (which JSON cannot hold) -> null, recursively."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _sanitize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_sanitize(v) for v in value]
+    return value
 
 
 def render_report_html(
-    run_meta: dict,
-    config_table: pd.DataFrame,
-    grid: pd.DataFrame,
-    recommendations: Mapping | pd.DataFrame,
-    frontier: pd.DataFrame,
-    chart_svg: str,
-    by_tag: pd.DataFrame | None = None,
-    comparison: Mapping | Iterable[Mapping] | pd.DataFrame | None = None,
+    run_meta: Mapping[str, Any],
+    tables: Mapping[str, pd.DataFrame],
+    recommendations: Mapping[str, Any],
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    evidence: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    tasks: Mapping[str, Mapping[str, Any]] | None = None,
+    baseline_config: str | None = None,
+    caps: Mapping[str, int] | None = None,
 ) -> str:
-    """The whole report as one HTML string (see module doc)."""
+    """The explorer page (see module doc)."""
+    config_table = tables["config_table"]
+    axes = _axes(config_table)
+    data = {
+        "meta": dict(run_meta),
+        "baseline_config": baseline_config,
+        "recommendations": dict(recommendations),
+        "config_table": _records(config_table),
+        "by_tag": _records(tables.get("config_table_by_tag")),
+        "recommendations_by_tag": _records(tables.get("recommendations_by_tag")),
+        "grid": _records(tables.get("task_grid")),
+        "paired": _records(tables.get("paired_comparison")),
+        "regressions": _records(tables.get("regressions")),
+        "scenario_turns": _records(tables.get("scenario_turns")),
+        "axes": axes,
+        "frontiers": _frontiers(config_table, axes),
+        "tasks": {k: dict(v) for k, v in (tasks or {}).items()},
+        "trials": _trials(trials, scores) if not trials.empty else {},
+        "evidence": {k: dict(v) for k, v in (evidence or {}).items()},
+        "caps": dict(caps or {}),
+    }
     title = f"bench_pipeline — {run_meta.get('suite', '')} {run_meta.get('run_id', '')}".strip()
-    meta_rows = "".join(
-        f'<tr><td class="t"><b>{_text(k)}</b></td><td class="t">{_text(v)}</td></tr>'
-        for k, v in run_meta.items()
-    )
-    excluded = (
-        frontier.loc[frontier["excluded_reason"].notna()]
-        if "excluded_reason" in frontier
-        else frontier.iloc[:0]
-    )
-    excluded_html = (
-        '<div class="note">Not plotted: '
-        + "; ".join(
-            f"{_text(c)} — {_text(r)}"
-            for c, r in zip(excluded["config_id"], excluded["excluded_reason"], strict=True)
-        )
-        + "</div>"
-        if len(excluded)
-        else ""
-    )
-    sections = [
-        f"<h1>{_text(title)}</h1>",
-        f'<table class="meta">{meta_rows}</table>',
-        "<h2>Recommendations</h2>",
-        _recommendations(recommendations),
-        "<h2>Config table</h2>",
-        _table(config_table, "configs"),
-        "<h2>Quality vs cost (Pareto frontier)</h2>",
-        f'<div class="chart">{_inline_svg(chart_svg)}</div>',
-        excluded_html,
-        _table(frontier, "frontier"),
-        "<h2>Task × config grid</h2>",
-        _grid(grid),
-    ]
-    if by_tag is not None:
-        sections += ["<h2>By tag</h2>", _table(by_tag, "bytag")]
-    if comparison is not None:
-        sections += ["<h2>Paired comparison</h2>", _comparison(comparison)]
-    body = "\n".join(sections)
+    css = (STATIC / "explorer.css").read_text(encoding="utf-8")
+    js = (STATIC / "explorer.js").read_text(encoding="utf-8")
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_text(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        # No request of any kind, even if a value ever slipped through as markup.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n"
+        f"<title>{html.escape(title)}</title>\n<style>{css}</style></head>\n"
+        f'<body><div id="app"><h1>{html.escape(title)}</h1><p>Loading…</p></div>\n'
+        f'<script type="application/json" id="bench-data">{_embed(_sanitize(data))}</script>\n'
+        f"<script>{js}</script>\n</body></html>\n"
     )

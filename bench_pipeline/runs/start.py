@@ -103,10 +103,14 @@ def latest_run_id(warehouse: Warehouse, suite: str | None = None) -> str | None:
     return str(runs.sort_values("created_at").iloc[-1]["run_id"])
 
 
-def resolve_run(warehouse: Warehouse, run_id: str | None) -> BenchmarkRun:
-    rid = run_id or latest_run_id(warehouse)
+def resolve_run(warehouse: Warehouse, run_id: str | None, suite: str | None = None) -> BenchmarkRun:
+    """`run_id`'s run, else the latest run (of `suite` when given)."""
+    rid = run_id or latest_run_id(warehouse, suite)
     if rid is None:
-        raise LookupError("no benchmark run in the warehouse yet; start one with `bench run`")
+        where = f" of suite '{suite}'" if suite else ""
+        raise LookupError(
+            f"no benchmark run{where} in the warehouse yet; start one with `bench run`"
+        )
     return load_run(rid, warehouse)
 
 

@@ -58,12 +58,47 @@ def progress_note(warehouse: Warehouse, run_id: str, trial_count: int) -> str | 
     return f"running: {finished} of {trial_count} trials finished (the numbers are partial)"
 
 
-def run_statuses(warehouse: Warehouse) -> dict[str, str]:
+# Runs no `bench run` process drives (launched from the Dagster UI, a backfill, the nightly
+# sensor) have no status file until their results are built; their status is read from what
+# the warehouse holds.
+FROZEN = "frozen"  # frozen, no trial yet
+PARTIAL = "partial"  # some trials, not all (in progress, or partitions not launched)
+
+
+def inferred_status(warehouse: Warehouse, run_id: str) -> str:
+    """frozen | partial (n/N trials) | trials done | finished, from the warehouse alone."""
+    from bench_pipeline.runs.benchmark_run import load_run
+
+    run = load_run(run_id, warehouse)
+    expected = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
+    done = len(warehouse.files("trials", run_id))
+    if done == 0:
+        return FROZEN
+    if done < expected:
+        return f"{PARTIAL} ({done}/{expected} trials)"
+    return FINISHED if warehouse.exists(layout.derived_meta(run_id)) else "trials done"
+
+
+def mark_finished_if_complete(warehouse: Warehouse, run_id: str, by: str) -> None:
+    """Record `finished` for a run no process is driving, once every trial exists (the
+    results build calls it; a `bench run` in progress keeps its own status)."""
+    current = status_of(warehouse, run_id)
+    if current is not None:
+        return
+    if inferred_status(warehouse, run_id) in (FINISHED, "trials done"):
+        mark_finished(warehouse, run_id, FINISHED, by=by)
+
+
+def run_statuses(warehouse: Warehouse, run_ids: list[str] | None = None) -> dict[str, str]:
+    """run id -> status: the recorded one, else (for `run_ids` without one) the inferred one."""
     folder = warehouse.root / layout.RUN_STATUS
     out = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         data = warehouse.read_json(layout.run_status(f.stem))
         out[data["run_id"]] = data["status"]
+    for run_id in run_ids or []:
+        if run_id not in out:
+            out[run_id] = inferred_status(warehouse, run_id)
     return out
 
 

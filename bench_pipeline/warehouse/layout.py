@@ -69,6 +69,11 @@ def nightly_marker(run_id: str) -> str:
 CHARTS = "charts"  # Pareto chart images drawn for Dagster metadata
 
 
+def report(run_id: str) -> str:
+    """The run's results explorer page, written with its results (linked from Dagster)."""
+    return f"reports/{run_id}.html"
+
+
 def partition_dir(config_id: str, rep: int) -> str:
     """The sub-folder of one partition's rows (trials, check results, scores) within a run."""
     return f"{config_id}/rep{int(rep)}"

@@ -110,6 +110,15 @@ class Warehouse:
         os.replace(tmp, target)
         return target
 
+    def write_text(self, relpath: str, text: str) -> Path:
+        """Atomically (temp file + rename) write a text file under the root."""
+        target = self.root / relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+        return target
+
     def read_json(self, relpath: str) -> Any:
         return json.loads((self.root / relpath).read_text())
 

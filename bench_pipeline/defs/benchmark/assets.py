@@ -8,12 +8,14 @@ from collections import Counter
 
 import dagster as dg
 
-from bench_pipeline.defs.partitions import register_configs, trial_partitions
+from bench_pipeline.defs.metadata import KINDS, OWNERS, rows_table
+from bench_pipeline.defs.partitions import register_configs, split_config_key, trial_partitions
 from bench_pipeline.defs.resources import BenchResource
 from bench_pipeline.formats.model import Judge
 from bench_pipeline.formats.serialize import from_jsonable
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.runs.execute import execute_partition
+from bench_pipeline.runs.partition_view import PARTITION_COLUMNS, partition_trials, trial_rows
 from bench_pipeline.runs.progress import trial_progress
 from bench_pipeline.runs.score import INITIAL, score_partition
 from bench_pipeline.runs.start import resolve_run, start_run
@@ -43,7 +45,19 @@ class ScoreConfig(dg.Config):
     )
 
 
-@dg.asset(group_name="tasks", description="The suite's tasks frozen at launch (content-hashed).")
+PARTITION_SCHEMA = dg.TableSchema(
+    columns=[dg.TableColumn(n, t, description=d) for n, (t, d) in PARTITION_COLUMNS.items()]
+)
+
+
+@dg.asset(
+    group_name="tasks",
+    description="The suite's tasks frozen at launch (content-hashed): prompt, repo and base "
+    "commit, checks and their grader files. Config: `launch` (a launch file) or `run_id`.",
+    kinds=KINDS,
+    owners=OWNERS,
+    tags={"bench/stage": "tasks"},
+)
 def task_set(
     context: dg.AssetExecutionContext, config: StartRunConfig, bench: BenchResource
 ) -> dg.MaterializeResult:
@@ -57,7 +71,7 @@ def task_set(
                 "no launch given: set config `launch` or BENCH_LAUNCH to a launch file"
             )
         run = start_run(launch, paths)
-    register_configs(context.instance, [c.id for c in run.launch.configs])
+    register_configs(context.instance, run.suite, [c.id for c in run.launch.configs])
     return dg.MaterializeResult(metadata=task_set_metadata(run))
 
 
@@ -86,17 +100,23 @@ def _partition(
     context: dg.AssetExecutionContext, bench: BenchResource, run_id: str
 ) -> tuple[BenchmarkRun, tuple[str, int] | None]:
     """The run a partition step belongs to, and its (config, rep) when the run has it."""
-    run = resolve_run(bench.paths.warehouse, run_id or None)
     keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
-    config_id, rep = keys["config"], int(keys["rep"])
+    suite, config_id = split_config_key(keys["config"])
+    rep = int(keys["rep"])
+    # Without a run id (a UI launch or backfill): the latest run of the partition's own suite.
+    run = resolve_run(bench.paths.warehouse, run_id or None, suite)
+    if suite not in (None, run.suite):
+        raise dg.Failure(f"run {run.run_id} is of suite '{run.suite}', partition of '{suite}'")
     if config_id not in {c.id for c in run.launch.configs} or rep > run.launch.repetitions:
         return run, None
     return run, (config_id, rep)
 
 
-def _skipped(run: BenchmarkRun) -> dg.MaterializeResult:
-    return dg.MaterializeResult(
-        metadata={"run_id": run.run_id, "skipped": "partition not in this run"}
+def _not_in_run(context: dg.AssetExecutionContext, run: BenchmarkRun) -> None:
+    # Nothing is materialized (output_required=False): a partition the run does not have stays
+    # "missing" in the UI instead of turning green with nothing behind it.
+    context.log.info(
+        f"partition {context.partition_key} is not part of run {run.run_id}: nothing to do"
     )
 
 
@@ -105,15 +125,20 @@ def _skipped(run: BenchmarkRun) -> dg.MaterializeResult:
     partitions_def=trial_partitions,
     deps=[task_set],
     pool="bench_trials",
-    description="One row per trial (task x config x repetition) with outcome, tokens, cost and evidence.",
+    description="One row per trial (task x config x repetition) with outcome, tokens, cost and "
+    "evidence. Partitions: `<suite>:<config>` x repetition; each materialization lists its trials.",
+    kinds=KINDS,
+    owners=OWNERS,
+    tags={"bench/stage": "trials"},
+    metadata={"dagster/column_schema": PARTITION_SCHEMA},
+    output_required=False,
 )
-def trials(
-    context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource
-) -> dg.MaterializeResult:
+def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource):
     paths = bench.paths
     run, part = _partition(context, bench, config.run_id)
     if part is None:
-        return _skipped(run)
+        _not_in_run(context, run)
+        return
     config_id, rep = part
     progress = trial_progress(len(run.taskset.tasks)) if bench.progress else None
     rows = execute_partition(
@@ -121,10 +146,14 @@ def trials(
     )
     outcomes = Counter(rows["outcome"]) if not rows.empty else Counter()
     cost = rows["cost_usd"] if not rows.empty else None
-    return dg.MaterializeResult(
+    table = trial_rows(rows)
+    yield dg.MaterializeResult(
         metadata={
             "run_id": run.run_id,
+            "suite": run.suite,
             "trials": len(rows),
+            "trial_table": rows_table(table, PARTITION_COLUMNS),
+            "dagster/row_count": len(table),
             "outcomes": dict(outcomes),
             "cost_usd_known": float(cost.dropna().sum()) if cost is not None else 0.0,
             "cost_unknown_trials": int(cost.isna().sum()) if cost is not None else 0,
@@ -136,15 +165,20 @@ def trials(
     group_name="trials",
     partitions_def=trial_partitions,
     deps=[trials],
-    description="Every scorer's result per trial; rescores append rows, history is kept.",
+    description="Every scorer's result per trial; rescores append rows, history is kept. Each "
+    "materialization lists the partition's trials with their overall score and reason.",
+    kinds=KINDS,
+    owners=OWNERS,
+    tags={"bench/stage": "trials"},
+    metadata={"dagster/column_schema": PARTITION_SCHEMA},
+    output_required=False,
 )
-def scores(
-    context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource
-) -> dg.MaterializeResult:
+def scores(context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource):
     paths = bench.paths
     run, part = _partition(context, bench, config.run_id)
     if part is None:
-        return _skipped(run)
+        _not_in_run(context, run)
+        return
     config_id, rep = part
     rows = score_partition(
         run,
@@ -157,9 +191,13 @@ def scores(
         judge=from_jsonable(Judge, json.loads(config.judge_json)) if config.judge_json else None,
     )
     statuses = Counter(r["status"] for r in rows)
-    return dg.MaterializeResult(
+    table = partition_trials(paths.warehouse, run.run_id, config_id, rep)
+    yield dg.MaterializeResult(
         metadata={
             "run_id": run.run_id,
+            "suite": run.suite,
+            "trial_table": rows_table(table, PARTITION_COLUMNS),
+            "dagster/row_count": len(table),
             "rescore_id": config.rescore_id,
             "rows": len(rows),
             "statuses": dict(statuses),

@@ -10,7 +10,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from bench_pipeline.defs.operations.jobs import NIGHTLY_JOB, nightly_job
+from bench_pipeline.defs.operations.jobs import BASELINE_JOB, NIGHTLY_JOB, baseline_job, nightly_job
 from bench_pipeline.defs.operations.schedules import build_nightly_schedules
 from bench_pipeline.defs.operations.sensors import build_sensors
 
@@ -29,10 +29,10 @@ def build_operations(
     environ: dict[str, str] | None = None,
 ) -> Operations:
     return Operations(
-        jobs=[nightly_job],
+        jobs=[nightly_job, baseline_job],
         sensors=build_sensors(partition_job, results_job),
         schedules=build_nightly_schedules(nightly_job, environ),
     )
 
 
-__all__ = ["NIGHTLY_JOB", "Operations", "build_operations"]
+__all__ = ["BASELINE_JOB", "NIGHTLY_JOB", "Operations", "build_operations"]

@@ -23,7 +23,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from bench_pipeline.defs import run_config
-from bench_pipeline.defs.partitions import CONFIG_PARTITIONS_NAME, partition_key
+from bench_pipeline.defs.partitions import CONFIG_PARTITIONS_NAME, config_key, partition_key
 from bench_pipeline.defs.resources import BenchResource
 from bench_pipeline.formats.loader import load_suite
 from bench_pipeline.formats.refs import FactoryView
@@ -72,15 +72,16 @@ def build_sensors(
             if warehouse.files("config_table", run_id)  # results existed: refresh them
         ]
         known = set(context.instance.get_dynamic_partitions(CONFIG_PARTITIONS_NAME))
+        suites = {r: load_run(r, warehouse).suite for r, _, _ in report.partitions}
         events = [
             dg.AssetMaterialization(
                 asset_key="scores",
-                partition=partition_key(config_id, rep),
+                partition=partition_key(suites[run_id], config_id, rep),
                 description="ci scores appended by the CI sensor",
                 metadata={"run_id": run_id, "rescore_id": CI_RESCORE_ID},
             )
             for run_id, config_id, rep in sorted(report.partitions)
-            if config_id in known
+            if config_key(suites[run_id], config_id) in known
         ]
         skip = None
         if not requests and not report.rows:
@@ -118,12 +119,12 @@ def build_sensors(
                 )
                 finished.append(run.run_id)
                 continue
-            new_configs.update(c for c, _ in progress.todo)
+            new_configs.update(config_key(run.suite, c) for c, _ in progress.todo)
             requests.extend(
                 dg.RunRequest(
                     run_key=f"{run.run_id}|{config_id}|{rep}",
                     job_name=partition_job_name,
-                    partition_key=partition_key(config_id, rep),
+                    partition_key=partition_key(run.suite, config_id, rep),
                     run_config=run_config.partition_config(run.run_id),
                     tags=tags,
                 )

@@ -9,17 +9,21 @@ import dagster as dg
 import pandas as pd
 
 from bench_pipeline.defs.benchmark.assets import scores
+from bench_pipeline.defs.metadata import KINDS, OWNERS, schema_metadata, table_schema, table_value
 from bench_pipeline.defs.resources import BenchResource
 from bench_pipeline.defs.run_config import RESULTS_OP
 from bench_pipeline.formats import display
 from bench_pipeline.results import verdicts
+from bench_pipeline.results.mini_chart import mini_pareto_markdown
 from bench_pipeline.runs.derived import (
     DERIVED_TABLES,
     compute_derived,
     result_verdicts,
     store_derived,
 )
+from bench_pipeline.runs.report import write_report
 from bench_pipeline.runs.start import resolve_run
+from bench_pipeline.runs.status import mark_finished_if_complete
 from bench_pipeline.warehouse import layout
 
 RESULT_ASSET_NAMES = (RESULTS_OP,)
@@ -27,7 +31,7 @@ DESCRIPTIONS = {
     "config_table": "One row per configuration: overall, scorer means with scored/of, pass rate, cost with coverage, duration, CIs, change against the baseline.",
     "task_grid": "Task x configuration grid with the trials behind each cell.",
     "recommendations": "Best quality, most efficient, lowest cost; comparable and overlap flags.",
-    "pareto_frontier": "Cost-versus-quality Pareto frontier (chart in metadata).",
+    "pareto_frontier": "Cost-versus-quality Pareto frontier: the chart inline in the latest materialization, the full chart one click away, every axis pair in the explorer page.",
     "config_table_by_tag": "The config table per task tag (untagged under '-').",
     "recommendations_by_tag": "Recommendations per task tag.",
     "paired_comparison": "Each configuration paired against the baseline config by task and repetition, with a sign test.",
@@ -37,8 +41,97 @@ DESCRIPTIONS = {
 
 
 class ResultsConfig(dg.Config):
-    run_id: str = ""  # empty = the latest run in the warehouse
+    run_id: str = ""  # empty = the latest run (of `suite` when given)
+    suite: str = ""  # empty = any suite
     baseline_run_id: str = ""  # empty = the suite's pinned baseline
+
+
+# The columns each results asset shows inline (the full table is in the warehouse and DuckDB).
+INLINE_COLUMNS: dict[str, list[str]] = {
+    "config_table": [
+        "config_id",
+        "is_baseline",
+        "overall",
+        "overall_ci_low",
+        "overall_ci_high",
+        "pass_rate",
+        "pass_hat_k",
+        "avg_cost_usd",
+        "cost_coverage",
+        "avg_duration_seconds",
+        "trials_succeeded",
+        "trials",
+        "delta_overall",
+        "delta_pass_rate",
+        "delta_avg_cost_usd",
+    ],
+    "task_grid": [
+        "task_id",
+        "config_id",
+        "holdout",
+        "reps",
+        "reps_scored",
+        "reps_passed",
+        "overall",
+        "avg_cost_usd",
+    ],
+    "recommendations": [
+        "recommendation",
+        "config_id",
+        "metric",
+        "value",
+        "comparable",
+        "overlap_note",
+    ],
+    "pareto_frontier": [
+        "config_id",
+        "avg_cost_usd",
+        "overall",
+        "on_frontier",
+        "dominated_by",
+        "excluded_reason",
+    ],
+    "config_table_by_tag": [
+        "tag",
+        "config_id",
+        "overall",
+        "overall_ci_low",
+        "overall_ci_high",
+        "pass_rate",
+        "avg_cost_usd",
+        "cost_coverage",
+        "trials",
+    ],
+    "recommendations_by_tag": [
+        "tag",
+        "recommendation",
+        "config_id",
+        "metric",
+        "value",
+        "comparable",
+    ],
+    "paired_comparison": [
+        "candidate_config",
+        "baseline_config",
+        "pairs",
+        "both_pass",
+        "candidate_only",
+        "baseline_only",
+        "neither",
+        "sign_test_p",
+        "cost_delta_mean_usd",
+    ],
+    "regressions": ["config_id", "metric", "baseline", "current", "tolerance", "regressed", "note"],
+    "scenario_turns": [
+        "task_id",
+        "config_id",
+        "turn",
+        "repetitions",
+        "passes",
+        "passed",
+        "pass_rate",
+    ],
+}
 
 
 CHECKS = [
@@ -76,7 +169,15 @@ _fmt = display.short
 @dg.multi_asset(
     name=RESULTS_OP,
     specs=[
-        dg.AssetSpec(name, group_name="results", deps=[scores], description=DESCRIPTIONS[name])
+        dg.AssetSpec(
+            name,
+            group_name="results",
+            deps=[scores],
+            description=DESCRIPTIONS[name],
+            kinds=KINDS,
+            owners=OWNERS,
+            tags={"bench/stage": "results"},
+        )
         for name in DERIVED_TABLES
     ],
     check_specs=CHECKS,
@@ -84,7 +185,7 @@ _fmt = display.short
 def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, bench: BenchResource):
     paths = bench.paths
     warehouse = paths.warehouse
-    run = resolve_run(warehouse, config.run_id or None)
+    run = resolve_run(warehouse, config.run_id or None, config.suite or None)
     derived = compute_derived(
         warehouse,
         run.run_id,
@@ -93,32 +194,31 @@ def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, ben
     )
     store_derived(warehouse, derived)
     warehouse.refresh_views()
+    explorer = write_report(warehouse, run.run_id, derived)
+    mark_finished_if_complete(warehouse, run.run_id, by="dagster")
     tables = derived.tables
     common = {
         "run_id": run.run_id,
         "suite": run.suite,
         "baseline_run_id": derived.baseline_run_id or "none",
+        # The explorer page (open the path in a browser: a file link does not open from the UI).
+        "explorer": dg.MetadataValue.path(str(explorer)),
     }
     for name in DERIVED_TABLES:
         frame = tables[name]
-        metadata = {**common, "rows": len(frame)}
+        metadata: dict = {}
+        if name == "pareto_frontier":
+            # First, and under the UI's 1,000-character inline limit: shown without a click.
+            metadata["frontier_chart"] = dg.MetadataValue.md(mini_pareto_markdown(frame))
+        columns = INLINE_COLUMNS[name]
         if name == "config_table":
-            metadata["table"] = dg.MetadataValue.md(
-                _md_table(
-                    frame,
-                    [
-                        "config_id",
-                        "overall",
-                        "score_checks",
-                        "pass_rate",
-                        "avg_cost_usd",
-                        "cost_coverage",
-                        "avg_duration_seconds",
-                        "trials_succeeded",
-                        "trials",
-                    ],
-                )
+            columns = (
+                columns[:3] + [c for c in frame.columns if c.startswith("score_")] + columns[3:]
             )
+        metadata.update(common)
+        metadata["rows"] = len(frame)
+        metadata["table"] = table_value(frame, columns)
+        metadata.update(schema_metadata(table_schema(frame), len(frame)))
         if name == "pareto_frontier" and derived.chart_png is not None:
             png = derived.chart_png.read_bytes()
             metadata["chart"] = dg.MetadataValue.md(

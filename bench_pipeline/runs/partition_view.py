@@ -1,0 +1,82 @@
+"""One row per trial of a (config, repetition) partition: what a trials or scores
+materialization shows in the Dagster UI (task, outcome, score, cost, duration, evidence)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
+from bench_pipeline.warehouse import layout
+from bench_pipeline.warehouse.store import Warehouse
+
+# column -> (type, description); the order is the table's.
+PARTITION_COLUMNS: dict[str, tuple[str, str]] = {
+    "task": ("string", "task id"),
+    "outcome": ("string", "how the trial ended (succeeded, agent_error, budget_exceeded, ...)"),
+    "score": ("float", "overall score in [0, 1]; empty until scored or when not scored"),
+    "status": ("string", "primary scorer's status (scored, not_scored, inconclusive, ...)"),
+    "reason": ("string", "why the primary scorer said so (first 200 characters)"),
+    "cost_usd": ("float", "agent cost in USD; empty = unknown, never 0"),
+    "duration_s": ("float", "wall time of the trial, seconds"),
+    "evidence": ("string", "the trial's evidence folder (diff, transcript, checks)"),
+}
+
+
+def _value(v: Any) -> Any:
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return None
+    return v
+
+
+def trial_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of just-executed trials (not scored yet): no read, score and status empty."""
+    return _rows(latest_trials(trials), None, {}) if not trials.empty else []
+
+
+def partition_trials(
+    warehouse: Warehouse, run_id: str, config_id: str, rep: int
+) -> list[dict[str, Any]]:
+    """The partition's trials (latest row each) with their scores, sorted by task; reads only
+    the partition's own files."""
+    under = layout.partition_dir(config_id, rep)
+    mine = warehouse.read("trials", run_id, under=under)
+    if mine.empty:
+        return []
+    mine = latest_trials(mine)
+    scores = warehouse.read("scores", run_id, under=under)
+    if len(scores):
+        scores = latest_scores(scores)
+    per = trial_overall(mine, scores)
+    per = per.set_index("trial_id")
+    reasons: dict[str, str] = {}
+    if len(scores):
+        for s in scores.itertuples():
+            if s.trial_id in per.index and s.scorer == per.loc[s.trial_id].get("primary_scorer"):
+                reasons[s.trial_id] = str(s.reason or "")[:200]
+    return _rows(mine, per, reasons)
+
+
+def _rows(
+    mine: pd.DataFrame, per: pd.DataFrame | None, reasons: dict[str, str]
+) -> list[dict[str, Any]]:
+    rows = []
+    for t in mine.sort_values("task_id").itertuples():
+        p = per.loc[t.trial_id] if per is not None and t.trial_id in per.index else {}
+        overall = _value(p.get("overall")) if len(p) else None
+        rows.append(
+            {
+                "task": t.task_id,
+                "outcome": t.outcome,
+                "score": None if overall is None else round(float(overall), 4),
+                "status": _value(p.get("primary_status")) if len(p) else None,
+                "reason": reasons.get(t.trial_id),
+                "cost_usd": _value(t.cost_usd),
+                "duration_s": None
+                if _value(t.duration_seconds) is None
+                else round(float(t.duration_seconds), 3),
+                "evidence": _value(t.evidence_dir),
+            }
+        )
+    return rows
