@@ -115,6 +115,9 @@ def test_identical_noisy_agents_run_to_max_then_power(factory: Path, bench_home:
     (factory / "agents" / "coin.yaml").write_text(
         f"kind: command\ncommand: ['{sys.executable}', '{script}', '{{prompt_file}}', "
         f"'{{usage_file}}', '{refs}']\nmodel: coin-model\nbudget_usd: 0.01\nmax_iterations: 1\n"
+        # `process`: the coin reads the factory's reference patches and seeds itself from the
+        # evidence layout of its prompt file, neither of which a sandboxed agent sees.
+        "isolation: process\n"
     )
     configs = "  - {id: coin-a, agent: coin}\n  - {id: coin-b, agent: coin}\n"
     launch = launch_file(factory, "coins", configs, "{min: 2, max: 3}")

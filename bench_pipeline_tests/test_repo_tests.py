@@ -298,6 +298,10 @@ def test_validate_repeat_reports_a_flaky_test_and_a_run_excludes_it(
     # Declared flaky: run and listed in the results, never counted.
     _flaky_task(factory, counter, declared=True)
     counter.write_text("1")  # its next run fails
+    # The flaky test keeps its count outside the workspace: graders in the sandbox see that
+    # folder only when the agent mounts it (read-write).
+    agent = factory / "agents" / "fix.yaml"
+    agent.write_text(agent.read_text() + f"mounts: ['{counter.parent}:rw']\n")
     path = launch(factory, "flaky", ["{id: fix, agent: fix}"])
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
     assert code == 0, err

@@ -155,6 +155,16 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     return outcome
 
 
+def _grading_runtime(task: Task) -> tuple[Path, ...]:
+    """The environment of the interpreter a `tests` criterion names (`tests.python`), visible
+    read-only to the graders: the task author chose it, the agent did not."""
+    python = task.tests.python if task.tests is not None else None
+    if not python or not os.path.isabs(python):
+        return ()
+    root = Path(python).parent.parent  # <venv>/bin/python -> <venv>
+    return (root,) if root != Path("/") else ()
+
+
 class _TrialState:
     def __init__(
         self,
@@ -389,7 +399,11 @@ class _TrialState:
         if not self._inputs_intact("before grading"):
             return []
         private = (self.private_dir,) if self.private_dir is not None else ()
-        graders = self.isolation.for_graders(self.inputs_dir, private) if self.isolation else None
+        graders = (
+            self.isolation.for_graders(self.inputs_dir, private, _grading_runtime(self.spec.task))
+            if self.isolation
+            else None
+        )
         with sandbox.isolated(graders):
             checks = [self._run_check(check, attempt) for check in self.spec.task.checks]
             if self.spec.task.tests is not None:

@@ -188,6 +188,9 @@ def run_command(
     base = isolation.marker if isolation is not None and isolation.marker else None
     marker = f"{base or sandbox.harness_marker('-')}/{token}"
     env[sandbox.MARKER_VAR] = marker
+    missing = _missing_executable(argv[0], cwd, env)
+    if missing is not None:  # as Popen would say it: the command did not start (never "exit 1")
+        return CommandResult(shown_argv, None, f"cannot start {argv[0]}: {missing}", False, 0.0)
     args_fd: int | None = None
     if isolation is not None and isolation.mode == ISOLATION_SANDBOX:
         argv, args_fd = sandbox.wrap(argv, isolation, Path(cwd))
@@ -240,6 +243,14 @@ def run_command(
         capture.finish()
     timed_out, was_cancelled = watch.reason == "timeout", watch.reason == "cancelled"
     code = None if watch.reason else proc.returncode
+    output = capture.text()
+    if args_fd is not None and code == 1 and output.startswith("bwrap: execvp "):
+        # The executable exists on the host but not inside the sandbox: bubblewrap could not
+        # start it and exits 1, which must not read as the command's own "failed".
+        return CommandResult(
+            shown_argv, None, f"cannot start {shown_argv[0]} in the sandbox: {output.strip()}",
+            False, time.monotonic() - start, proc.pid,
+        )  # fmt: skip
     if capture.truncated and isolation is not None:
         isolation.truncated_outputs.append(
             {"command": shown_argv[0], "bytes": capture.total, "kept": capture.kept}
@@ -247,7 +258,7 @@ def run_command(
     return CommandResult(
         shown_argv,
         code,
-        capture.text(),
+        output,
         timed_out,
         time.monotonic() - start,
         proc.pid,
@@ -255,6 +266,24 @@ def run_command(
         capture.total,
         capture.truncated,
     )
+
+
+def _missing_executable(exe: str, cwd: Path, env: Mapping[str, str]) -> str | None:
+    """Why `exe` cannot be started, or None. Checked before any sandbox wraps it, because
+    bubblewrap would report a missing program as its own exit code 1."""
+    if os.sep in exe:
+        path = Path(exe) if os.path.isabs(exe) else Path(cwd) / exe
+        try:
+            if not path.is_file():
+                return f"[Errno 2] No such file or directory: '{exe}'"
+        except OSError as exc:  # e.g. a folder on the way this user may not enter
+            return str(exc)
+        if not os.access(path, os.X_OK):
+            return f"[Errno 13] Permission denied: '{exe}'"
+        return None
+    if shutil.which(exe, path=env.get("PATH", os.defpath)) is None:
+        return f"[Errno 2] No such file or directory: '{exe}'"
+    return None
 
 
 class _Capture:

@@ -80,11 +80,17 @@ class Isolation:
     # the agent's, the prepare and the graders' variants of one trial).
     truncated_outputs: list[dict[str, Any]] = field(default_factory=list, compare=False)
 
-    def for_graders(self, inputs: Path, writable: tuple[Path, ...] = ()) -> Isolation:
+    def for_graders(
+        self, inputs: Path, writable: tuple[Path, ...] = (), readonly: tuple[Path, ...] = ()
+    ) -> Isolation:
         """Graders: the same workspace, the input snapshot read-only, never a network; plus
-        the folders the grader writes its own results to (the tests runner's private folder)."""
+        the folders the grader writes its own results to (the tests runner's private folder)
+        and what the task names for grading (a `tests.python` interpreter's environment)."""
         return replace(
-            self, network=NETWORK_NONE, readonly=(inputs,), writable=(*self.writable, *writable)
+            self,
+            network=NETWORK_NONE,
+            readonly=(inputs, *readonly),
+            writable=(*self.writable, *writable),
         )
 
     def for_prepare(self, writable: tuple[Path, ...] = ()) -> Isolation:
@@ -210,9 +216,13 @@ def runtime_paths() -> list[Path]:
     out: list[Path] = []
     for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable)):
         path = Path(p)
-        if path.is_file():
-            path = path.parent.parent
-        if not str(path).startswith("/usr") and path not in out and path.exists():
+        try:
+            if path.is_file():
+                path = path.parent.parent
+            visible = path.exists()
+        except OSError:  # a folder on the way this user may not enter: nothing to mount
+            continue
+        if not str(path).startswith("/usr") and path not in out and visible:
             out.append(path)
     return out
 
