@@ -103,12 +103,7 @@ class Warehouse:
         return target
 
     def write_json(self, relpath: str, data: Any) -> Path:
-        target = self.root / relpath
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        os.replace(tmp, target)
-        return target
+        return self.write_text(relpath, json.dumps(data, indent=2, default=str))
 
     def write_text(self, relpath: str, text: str) -> Path:
         """Atomically (temp file + rename) write a text file under the root."""

@@ -120,18 +120,25 @@ def _not_in_run(context: dg.AssetExecutionContext, run: BenchmarkRun) -> None:
     )
 
 
+# What the two partitioned assets share: the partitions, the catalog's kinds, owners and
+# column schema, and no output on a partition the run does not have.
+PARTITIONED = {
+    "group_name": "trials",
+    "partitions_def": trial_partitions,
+    "kinds": KINDS,
+    "owners": OWNERS,
+    "tags": {"bench/stage": "trials"},
+    "metadata": {"dagster/column_schema": PARTITION_SCHEMA},
+    "output_required": False,
+}
+
+
 @dg.asset(
-    group_name="trials",
-    partitions_def=trial_partitions,
+    **PARTITIONED,
     deps=[task_set],
     pool="bench_trials",
     description="One row per trial (task x config x repetition) with outcome, tokens, cost and "
     "evidence. Partitions: `<suite>:<config>` x repetition; each materialization lists its trials.",
-    kinds=KINDS,
-    owners=OWNERS,
-    tags={"bench/stage": "trials"},
-    metadata={"dagster/column_schema": PARTITION_SCHEMA},
-    output_required=False,
 )
 def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: BenchResource):
     paths = bench.paths
@@ -162,16 +169,10 @@ def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: Bench
 
 
 @dg.asset(
-    group_name="trials",
-    partitions_def=trial_partitions,
+    **PARTITIONED,
     deps=[trials],
     description="Every scorer's result per trial; rescores append rows, history is kept. Each "
     "materialization lists the partition's trials with their overall score and reason.",
-    kinds=KINDS,
-    owners=OWNERS,
-    tags={"bench/stage": "trials"},
-    metadata={"dagster/column_schema": PARTITION_SCHEMA},
-    output_required=False,
 )
 def scores(context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchResource):
     paths = bench.paths
