@@ -38,13 +38,14 @@ SECRET = "sk-ledger-" + secrets.token_hex(16)
 OTHER_SECRET = "sk-ant-ledger-" + secrets.token_hex(16)
 BIG_BYTES = 200_000_000
 PATCH_CAP = 5_000_000
-# A whole `bench run` (Dagster, pandas, pyarrow, DuckDB, the results) peaks at ~304 MB on the
-# CI machine with no large file at all (measured: 304 684 kB without, 304 472 kB with the
-# 200 MB file). The end-to-end bar is that baseline plus less than the file: holding the diff
-# in memory (the old behaviour peaked at 668 MB) fails it. The trial machinery itself — the
-# streamed patch and the capped capture — is held to 300 MB alone in
-# test_the_patch_and_capture_of_200_mb_stay_under_300_mb_rss.
-RSS_LIMIT_KB = 400 * 1024
+# A whole `bench run` (Dagster, pandas, pyarrow, DuckDB, the results) peaks at ~300 MB with no
+# large file at all when run alone (measured: 304 684 kB without, 304 472 kB with the 200 MB
+# file), and higher inside the whole suite (~430 MB for both), so the end-to-end bar is
+# relative: the ledger's run may peak at most RSS_MARGIN_KB above the same harness's floor in
+# the same environment. Holding the diff in memory (the old behaviour: 668 MB, ~360 MB over
+# the floor) fails it. The trial machinery itself — the streamed patch and the capped capture
+# — is held to 300 MB absolute in test_the_patch_and_capture_of_200_mb_stay_under_300_mb_rss.
+RSS_MARGIN_KB = 200 * 1024
 TRIAL_RSS_LIMIT_KB = 300 * 1024
 # The harness's peak RSS, printed by the wrapper that runs `bench` in a child process.
 # VmHWM, not getrusage's ru_maxrss: a child forked from a large process (pytest after a whole
@@ -357,6 +358,20 @@ def ledger(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rss = int(re.search(r"LEDGER_MAXRSS_KB (\d+)", proc.stderr).group(1))
+    # The same harness in the same environment on three trials with no large file: the floor
+    # the ledger's peak is measured against (imports, Dagster, results), which depends on the
+    # machine and on what ran before in this process tree, not on the 200 MB file.
+    floor_home = root / "floor-home"
+    floor = subprocess.run(
+        [sys.executable, "-c", WRAPPER, "--home", str(floor_home), "run",
+         str(factory / "launches" / "demo.yaml"), "--max", "1", "--repeats", "1", "--json"],
+        env=_bench_env(floor_home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert floor.returncode == 0, floor.stderr[-3000:]
+    rss_floor = int(re.search(r"LEDGER_MAXRSS_KB (\d+)", floor.stderr).group(1))
     from bench_pipeline.warehouse.store import Warehouse
 
     trials = Warehouse(home / "warehouse").read("trials").to_dict("records")
@@ -370,6 +385,7 @@ def ledger(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         "listener": listener,
         "trials": by_config,
         "rss_kb": rss,
+        "rss_floor_kb": rss_floor,
         "stdout": proc.stdout,
         "stderr": proc.stderr,
     }
@@ -499,7 +515,12 @@ def test_a_200_mb_file_leaves_bounded_evidence_and_bounded_memory(
     assert out["kept"] <= meta["caps"]["output_bytes"]
     total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     assert total < PATCH_CAP + 3 * meta["caps"]["output_bytes"]
-    assert ledger["rss_kb"] < RSS_LIMIT_KB, f"harness peak RSS {ledger['rss_kb']} kB"
+    # Bounded memory: the 200 MB file and 50 MB of output add at most RSS_MARGIN_KB to the
+    # harness's peak over the same harness's floor (the old, unbounded capture added ~360 MB).
+    grew = ledger["rss_kb"] - ledger["rss_floor_kb"]
+    assert grew < RSS_MARGIN_KB, (
+        f"harness peak RSS {ledger['rss_kb']} kB, {grew} kB over its floor {ledger['rss_floor_kb']} kB"
+    )
 
 
 MEASURE = (
