@@ -35,15 +35,8 @@ from urllib.parse import urlsplit
 
 from bench_pipeline.formats.errors import BenchInputError, closest
 from bench_pipeline.formats.model import ASSERT_TYPES, Assertion
-from bench_pipeline.scorers.base import (
-    SCORE_ERROR,
-    SCORE_INCONCLUSIVE,
-    SCORE_NOT_SCORED,
-    Scorer,
-    ScoreResult,
-    TrialEvidence,
-    register_scorer,
-)
+from bench_pipeline.formats.vocabulary import SCORE_ERROR, SCORE_INCONCLUSIVE, SCORE_NOT_SCORED
+from bench_pipeline.scorers.base import Scorer, ScoreResult, TrialEvidence, register_scorer
 from bench_pipeline.scorers.outcome import outcome_gate
 
 PASSED, FAILED, UNKNOWN = "passed", "failed", "unknown"

@@ -22,15 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_pipeline.scorers.base import (
-    SCORE_INCONCLUSIVE,
-    SCORE_MISSING,
-    SCORE_NOT_SCORED,
-    Scorer,
-    ScoreResult,
-    TrialEvidence,
-    register_scorer,
-)
+from bench_pipeline.formats.vocabulary import SCORE_INCONCLUSIVE, SCORE_MISSING, SCORE_NOT_SCORED
+from bench_pipeline.scorers.base import Scorer, ScoreResult, TrialEvidence, register_scorer
 from bench_pipeline.scorers.outcome import outcome_gate
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"

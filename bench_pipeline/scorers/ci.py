@@ -21,14 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench_pipeline.scorers.base import (
-    SCORE_MISSING,
-    SCORE_NOT_SCORED,
-    Scorer,
-    ScoreResult,
-    TrialEvidence,
-    register_scorer,
-)
+from bench_pipeline.formats.vocabulary import SCORE_MISSING, SCORE_NOT_SCORED
+from bench_pipeline.scorers.base import Scorer, ScoreResult, TrialEvidence, register_scorer
 from bench_pipeline.scorers.outcome import outcome_gate
 
 # The verdicts of a commit's CI (the GitHub client in `ops.github` maps check suites onto them).

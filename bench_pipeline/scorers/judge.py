@@ -36,12 +36,14 @@ from typing import Any
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.loader import custom_criterion_problem
 from bench_pipeline.formats.model import ID_PATTERN, Judge, JudgeCriterion, Prices, valid_id
-from bench_pipeline.lazy import anthropic
-from bench_pipeline.scorers.base import (
+from bench_pipeline.formats.vocabulary import (
     SCORE_ERROR,
     SCORE_INCONCLUSIVE,
     SCORE_MISSING,
     SCORE_NOT_SCORED,
+)
+from bench_pipeline.lazy import anthropic
+from bench_pipeline.scorers.base import (
     Scorer,
     ScorerContext,
     ScoreResult,

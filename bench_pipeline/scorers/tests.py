@@ -37,15 +37,8 @@ from typing import Any
 from bench_pipeline.formats.git import GitError, run_git
 from bench_pipeline.formats.model import TestsSpec
 from bench_pipeline.formats.taskset import file_sha256
-from bench_pipeline.scorers.base import (
-    SCORE_INCONCLUSIVE,
-    SCORE_MISSING,
-    SCORE_NOT_SCORED,
-    Scorer,
-    ScoreResult,
-    TrialEvidence,
-    register_scorer,
-)
+from bench_pipeline.formats.vocabulary import SCORE_INCONCLUSIVE, SCORE_MISSING, SCORE_NOT_SCORED
+from bench_pipeline.scorers.base import Scorer, ScoreResult, TrialEvidence, register_scorer
 from bench_pipeline.scorers.outcome import outcome_gate
 from bench_pipeline.workspace.process import CommandResult, grader_env, run_command
 from bench_pipeline.workspace.repo import WorkspaceError

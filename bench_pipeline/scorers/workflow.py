@@ -30,9 +30,8 @@ import yaml
 
 from bench_pipeline.formats.errors import BenchInputError, closest
 from bench_pipeline.formats.model import ID_PATTERN, valid_id
+from bench_pipeline.formats.vocabulary import SCORE_ERROR, SCORE_NOT_SCORED
 from bench_pipeline.scorers.base import (
-    SCORE_ERROR,
-    SCORE_NOT_SCORED,
     Scorer,
     ScorerContext,
     ScoreResult,

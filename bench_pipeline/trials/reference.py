@@ -202,20 +202,19 @@ def _judge_tests(spec: TestsSpec, result: TaskValidation) -> None:
     wrong = []
     if not [t for t in spec.fail_to_pass if t not in skip]:
         wrong.append("no fail_to_pass test left to grade: the task measures nothing")
-    for tid in spec.fail_to_pass:
+    # FAIL_TO_PASS must fail on the base, PASS_TO_PASS pass there; both pass with the reference.
+    expected = [(t, False, "") for t in spec.fail_to_pass]
+    expected += [(t, True, "pass_to_pass ") for t in spec.pass_to_pass]
+    for tid, passes_on_base, label in expected:
         if tid in skip:
             continue
-        if not _always(result.tests_base.get(tid), False):
-            wrong.append(f"{tid} passes on the base")
+        if not _always(result.tests_base.get(tid), passes_on_base):
+            wrong.append(
+                f"{label}{tid} {'does not pass' if passes_on_base else 'passes'} on the base"
+            )
         if not _always(result.tests_reference.get(tid), True):
-            wrong.append(f"{tid} does not pass with the reference ({_seen(result, tid)})")
-    for tid in spec.pass_to_pass:
-        if tid in skip:
-            continue
-        if not _always(result.tests_base.get(tid), True):
-            wrong.append(f"pass_to_pass {tid} does not pass on the base")
-        if not _always(result.tests_reference.get(tid), True):
-            wrong.append(f"pass_to_pass {tid} does not pass with the reference")
+            seen = "" if passes_on_base else f" ({_seen(result, tid)})"
+            wrong.append(f"{label}{tid} does not pass with the reference{seen}")
     if wrong:
         more = f" and {len(wrong) - 5} more" if len(wrong) > 5 else ""
         result.problems.append("tests: " + "; ".join(wrong[:5]) + more)
