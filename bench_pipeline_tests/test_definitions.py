@@ -41,3 +41,40 @@ def test_definitions_hold_the_assets_partitions_and_checks() -> None:
     assert repo.asset_graph.get(dg.AssetKey("scores")).partitions_def == trials.partitions_def
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert {"grader_integrity", "cost_coverage", "regression_tolerance"} <= checks
+
+
+def test_registering_a_config_another_run_just_added_is_not_an_error(tmp_path: Path) -> None:
+    """Two `bench run`s of one suite starting at once: both see a config key missing, the other
+    run inserts it between this run's read and its insert, and this insert hits the unique
+    constraint (seen in CI as an IntegrityError failing the second run's task_set step). The
+    race is made to happen every time by doing the other run's insert, through a second
+    instance on the same storage, just before this run's INSERT reaches SQLite."""
+    import sqlalchemy
+
+    from bench_pipeline.defs.partitions import CONFIG_PARTITIONS_NAME, register_configs
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.get_dynamic_partitions(CONFIG_PARTITIONS_NAME)  # create the schema first
+        other_run = dg.DagsterInstance.from_ref(instance.get_ref())
+        raced: list[str] = []
+
+        def other_run_inserts_first(conn, cursor, statement, params, context, executemany):  # noqa: ANN001
+            if statement.startswith("INSERT INTO dynamic_partitions") and not raced:
+                raced.append(statement)
+                other_run.add_dynamic_partitions(CONFIG_PARTITIONS_NAME, ["invoices:overlap"])
+
+        sqlalchemy.event.listen(
+            sqlalchemy.engine.Engine, "before_cursor_execute", other_run_inserts_first
+        )
+        try:
+            register_configs(instance, "invoices", ["overlap", "other"])
+        finally:
+            sqlalchemy.event.remove(
+                sqlalchemy.engine.Engine, "before_cursor_execute", other_run_inserts_first
+            )
+            other_run.dispose()
+        assert raced, "the other run's insert never ran: the race was not reproduced"
+        assert sorted(instance.get_dynamic_partitions(CONFIG_PARTITIONS_NAME)) == [
+            "invoices:other",
+            "invoices:overlap",
+        ]

@@ -39,7 +39,19 @@ def partition_key(suite: str, config_id: str, rep: int) -> dg.MultiPartitionKey:
 
 
 def register_configs(instance: dg.DagsterInstance, suite: str, config_ids: list[str]) -> None:
+    """Add the suite's config keys the instance does not know yet.
+
+    Two `bench run`s of one suite may start at once: both read the keys, both see one missing,
+    and the second insert hits the storage's unique constraint. Losing that race is success
+    (the key exists), so each key is added on its own and a failed add is accepted when a
+    fresh read shows the key there; any other failure is raised.
+    """
     known = set(instance.get_dynamic_partitions(CONFIG_PARTITIONS_NAME))
-    new = [k for k in (config_key(suite, c) for c in config_ids) if k not in known]
-    if new:
-        instance.add_dynamic_partitions(CONFIG_PARTITIONS_NAME, new)
+    for key in (config_key(suite, c) for c in config_ids):
+        if key in known:
+            continue
+        try:
+            instance.add_dynamic_partitions(CONFIG_PARTITIONS_NAME, [key])
+        except Exception:
+            if not instance.has_dynamic_partition(CONFIG_PARTITIONS_NAME, key):
+                raise
