@@ -37,8 +37,23 @@ def _trial_files(home: Path) -> list[Path]:
     return list((home / "warehouse" / "trials").rglob("*.parquet"))
 
 
+@pytest.mark.parametrize(
+    ("configs", "n_tasks", "parallel"),
+    [
+        (["slow"], 4, 1),
+        # One Dagster run for the whole launch: two configurations interleaved in one pool of
+        # two, so the kill lands with trials of two partitions in flight.
+        (["slow-a", "slow-b"], 2, 2),
+    ],
+    ids=["one-config", "two-configs-interleaved"],
+)
 def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
-    factory: Path, bench_home: Path, tmp_path: Path
+    factory: Path,
+    bench_home: Path,
+    tmp_path: Path,
+    configs: list[str],
+    n_tasks: int,
+    parallel: int,
 ) -> None:
     log = tmp_path / "agent.log"
     script = factory / "agents" / "slow.py"
@@ -48,11 +63,15 @@ def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
         f"kind: command\ncommand: [python, '{script}', '{log}']\nmax_iterations: 1\n"
         f"mounts: ['{log}:rw']\n"
     )
-    tasks = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))[:4]
+    tasks = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))
+    tasks = tasks[:n_tasks]
+    total = n_tasks * len(configs) * 2
     launch = factory / "launches" / "slow.yaml"
     launch.write_text(
-        "kind: BenchmarkLaunch\nsuite: invoices\nconfigs:\n  - {id: slow, agent: slow}\n"
-        f"tasks: {json.dumps(tasks)}\nrepetitions: 2\nscorers: [checks]\nmax_parallel: 1\n"
+        "kind: BenchmarkLaunch\nsuite: invoices\nconfigs:\n"
+        + "".join(f"  - {{id: {c}, agent: slow}}\n" for c in configs)
+        + f"tasks: {json.dumps(tasks)}\nrepetitions: 2\nscorers: [checks]\n"
+        f"max_parallel: {parallel}\n"
     )
     bench = Path(sys.executable).parent / "bench"
     env = {
@@ -86,15 +105,19 @@ def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
 
     code, out, err = run_bench("run", "--resume", run_id, "--json", home=bench_home)
     assert code == 0, err
-    table = json.loads(out)["config_table"][0]
-    assert table["trials"] == 8
+    table = json.loads(out)["config_table"]
+    assert sorted(row["trials"] for row in table) == [total // len(configs)] * len(configs)
 
     from bench_pipeline.warehouse.store import Warehouse
 
     rows = Warehouse(bench_home / "warehouse").read("trials", run_id)
     counts = Counter(rows["trial_id"])
-    assert len(counts) == 4 * 1 * 2 and set(counts.values()) == {1}
+    assert len(counts) == total and set(counts.values()) == {1}
+    # Every trial graded once: none lost between its row and its score, none scored twice.
+    scores = Warehouse(bench_home / "warehouse").read("scores", run_id)
+    graded = scores.loc[scores["scorer"] == "checks", "trial_id"]
+    assert Counter(graded) == Counter({t: 1 for t in counts}), scores
     starts = Counter(ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("start"))
-    # Trials finished before the crash never ran again; at most the one in flight ran twice.
+    # Trials finished before the crash never ran again; at most those in flight ran twice.
     assert all(starts[k] == 1 for k in finished_before), (starts, finished_before)
-    assert len(starts) == 8 and sum(starts.values()) <= 8 + 1
+    assert len(starts) == total and sum(starts.values()) <= total + parallel

@@ -182,15 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     mark_running(paths.warehouse, run.run_id)
     status = "failed"
     try:
-        execute_run(
-            run,
-            paths,
-            instance,
-            progress=not args.quiet,
-            on_partition=None
-            if args.quiet
-            else lambda c, r: print(f"partition {c} rep {r}", file=sys.stderr),
-        )
+        execute_run(run, paths, instance, progress=not args.quiet)
         status = "cancelled" if paths.cancel_flag(run.run_id).exists() else "finished"
     finally:
         # Agent files that changed while the run was in progress: the results say so.

@@ -1,19 +1,16 @@
 """Run a frozen benchmark run through the Dagster definitions on a real instance.
 
-`bench run` calls this so that its runs land in the instance `dagster dev` shows: one run to
-materialize the task set (which registers the config partitions), one run per config x
-repetition partition (trials then scores, all the partition's trials inside it), and one run
-for the derived tables.
+`bench run` calls this so that its runs land in the instance `dagster dev` shows: one run of
+the launch job per `bench run` (every partition's trials, scores and the derived tables, each
+reported as the assets' materializations); `bench report`/rescore rebuild the results alone.
 """
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
 from bench_pipeline.defs import run_config
-from bench_pipeline.defs.partitions import partition_key
 from bench_pipeline.defs.recorded import execute_recorded
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
@@ -22,9 +19,9 @@ INSTANCE_YAML = """\
 # Written by bench on first use. Edit freely: bench never overwrites it.
 telemetry:
   enabled: false
-# The trials asset runs in the `bench_trials` pool: one partition's trials at a time across
-# every run on this instance (each partition runs up to its max_parallel trials), so two
-# launches, a backfill and a nightly run never oversubscribe the machine. Queued steps wait
+# Trials run in the `bench_trials` pool: one launch (or one backfilled partition) at a time
+# across every run on this instance, each up to its max_parallel trials, so two launches, a
+# backfill and a nightly run never oversubscribe the machine. Queued steps wait
 # for a slot without using compute. Raise the limit on a bigger machine.
 concurrency:
   pools:
@@ -68,52 +65,21 @@ def execute_run(
     *,
     progress: bool = False,
     retry_infra: bool = True,
-    on_partition: Callable[[str, int], None] | None = None,
 ) -> None:
-    """Task set, then every (config, rep) partition, then the results, as Dagster runs."""
-    from bench_pipeline.defs.definitions import PARTITION_JOB, TASK_SET_JOB
+    """The whole benchmark run as one run of the launch job: trials, scores, results."""
+    from bench_pipeline.defs.definitions import LAUNCH_JOB
 
-    resources = resource_config(paths, progress)
-    tags = {"bench/run_id": run.run_id, "bench/suite": run.suite}
     result = execute_recorded(
-        TASK_SET_JOB,
+        LAUNCH_JOB,
         run_config={
-            **run_config.task_set_config(run.run_id),
+            **run_config.launch_config(run.run_id, retry_infra),
             **run_config.QUIET_LOGGERS,
-            **resources,
+            **resource_config(paths, progress),
         },
         instance=instance,
-        tags=tags,
+        tags={"bench/run_id": run.run_id, "bench/suite": run.suite},
     )
-    check_success(result, "task set")
-
-    def one(config_id: str, rep: int) -> None:
-        if on_partition:
-            on_partition(config_id, rep)
-        result = execute_recorded(
-            PARTITION_JOB,
-            partition_key=partition_key(run.suite, config_id, rep),
-            run_config={
-                **run_config.partition_config(run.run_id, retry_infra),
-                **run_config.QUIET_LOGGERS,
-                **resources,
-            },
-            instance=instance,
-            tags=tags,
-        )
-        check_success(result, f"partition {config_id}|{rep}")
-
-    # Sequential on purpose: execute_in_process is not thread-safe (concurrent runs deadlock
-    # in Dagster's logging setup), and a partition already runs its trials in parallel.
-    if run.launch.adaptive is not None:  # rounds until the stop rule (runs/adaptive.py)
-        from bench_pipeline.runs.adaptive import run_adaptive
-
-        cancelled = paths.cancel_flag(run.run_id).exists
-        run_adaptive(run, paths.warehouse, lambda parts: [one(*p) for p in parts], cancelled)
-    else:
-        for config_id, rep in run.partitions():
-            one(config_id, rep)
-    build_results(run.run_id, paths, instance)
+    check_success(result, f"run {run.run_id}")
 
 
 def build_results(run_id: str, paths: BenchPaths, instance: dg.DagsterInstance) -> None:

@@ -8,6 +8,7 @@ TRIALS_OP = "trials"
 SCORES_OP = "scores"
 RESULTS_OP = "results_tables"
 NIGHTLY_OP = "nightly_freeze"
+LAUNCH_OP = "launch"
 
 # Dagster's console logger at WARNING: `bench` prints its own progress.
 QUIET_LOGGERS: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -29,6 +30,11 @@ def partition_config(run_id: str, retry_infra: bool = True) -> dict[str, Any]:
             SCORES_OP: {"run_id": run_id},
         }
     )
+
+
+def launch_config(run_id: str, retry_infra: bool = True) -> dict[str, Any]:
+    """A whole benchmark run in one Dagster run (defs/benchmark/launch.py)."""
+    return _ops(**{LAUNCH_OP: {"run_id": run_id, "retry_infra": retry_infra}})
 
 
 def rescore_config(

@@ -1,4 +1,4 @@
-"""Execute one partition (configuration x repetition) of a benchmark run.
+"""Execute a benchmark run's trials: some or all of its (configuration x repetition) partitions.
 
 Each step reads what it needs from the warehouse and the frozen run manifest, never from memory
 of an earlier step, so partitions can run in different processes (or on other machines).
@@ -7,7 +7,10 @@ of an earlier step, so partitions can run in different processes (or on other ma
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import queue
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,8 @@ from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 from bench_pipeline.workspace.snapshot import freeze_inputs
 
+Partition = tuple[str, int]  # (config id, repetition)
+
 
 def execute_partition(
     run: BenchmarkRun,
@@ -33,25 +38,66 @@ def execute_partition(
     retry_infra: bool = True,
     attempt_no: int = 1,
 ) -> pd.DataFrame:
-    """Run the partition's trials that have no final result yet; each finished trial is written
-    at once (its own file), so a crash loses nothing that finished and nothing runs twice."""
+    """Run one partition's trials that have no final result yet (a UI backfill or a celery
+    step runs one partition); returns the partition's trial rows."""
+    for _ in execute_trials(
+        run,
+        [(config_id, rep)],
+        paths,
+        environ=environ,
+        progress=progress,
+        retry_infra=retry_infra,
+        attempt_no=attempt_no,
+    ):
+        pass
+    return paths.warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
+
+
+def execute_trials(
+    run: BenchmarkRun,
+    partitions: list[Partition],
+    paths: BenchPaths,
+    *,
+    environ: dict[str, str] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    retry_infra: bool = True,
+    attempt_no: int = 1,
+) -> Iterator[Partition]:
+    """Run the trials of `partitions` that have no final result yet, all in one pool.
+
+    Within a repetition the configurations alternate task by task (`interleaved`), so a slow
+    hour of the machine or the provider falls on every configuration alike, not on whichever
+    partition happened to run then. The pool is as wide as the widest config's `max_parallel`
+    and no config exceeds its own. Each finished trial is written at once (its own file), so
+    a crash loses nothing that finished and nothing runs twice.
+
+    Yields each partition, in the caller's thread, as its last trial ends (in completion
+    order; at once for a partition with nothing left to run) while the other partitions'
+    trials go on, so the caller can score it and report it then.
+    """
     warehouse = paths.warehouse
-    config = run.config(config_id)
-    done = finished_trials(warehouse, run.run_id, config_id, rep, retry_infra)
-    todo: list[TrialSpec] = [s for s in run.trial_specs(config_id, rep) if s.trial_id not in done]
-    cancel_flag = paths.cancel_flag(run.run_id)
+    done = finished_trials(warehouse, run.run_id, retry_infra)
+    todo = [s for s in interleaved(run, partitions) if s.trial_id not in done]
+    left = Counter((s.config.id, s.repetition) for s in todo)
+    finished: queue.Queue[Partition | None] = queue.Queue()
+    counts = threading.Lock()
 
     def on_tests(row: dict[str, Any], tests: list[dict[str, Any]]) -> None:
         # written before the trial row: a trial that counts as done has its test rows
-        part = layout.trial_part(config_id, rep, row["task_id"])
+        part = layout.trial_part(row["config_id"], row["repetition"], row["task_id"])
         warehouse.write("test_results", tests, run.run_id, part)
 
     def on_done(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
-        part = layout.trial_part(config_id, rep, row["task_id"])
+        part = layout.trial_part(row["config_id"], row["repetition"], row["task_id"])
         warehouse.write("trials", [row], run.run_id, part)
         warehouse.write("check_results", checks, run.run_id, part)
         if progress:
             progress(row)
+        key = (row["config_id"], int(row["repetition"]))
+        with counts:
+            left[key] -= 1
+            if left[key] == 0:
+                finished.put(key)
 
     ctx = TrialContext(
         run_id=run.run_id,
@@ -63,7 +109,7 @@ def execute_partition(
         work_root=paths.work_root,
         prepare_commands=run.launch.suite.prepare_commands,
         environ=dict(environ if environ is not None else os.environ),
-        cancelled=cancel_flag.exists,
+        cancelled=paths.cancel_flag(run.run_id).exists,
         attempt_no=attempt_no,
         on_trial_done=on_done,
         on_test_results=on_tests,
@@ -75,10 +121,52 @@ def execute_partition(
         ctx.finalize_workspace = ci_finalizer(run)
     from bench_pipeline.workspace import process
 
-    # One registry per run; concurrent partitions of the run share it.
+    # One registry per run; every trial of the run is in it.
     process.pid_registry = paths.pid_registry(run.run_id)
-    run_trials(ctx, todo, config.max_parallel)
-    return warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
+    width = max(run.config(c).max_parallel for c, _ in partitions) if partitions else 1
+    failure: list[BaseException] = []
+
+    def pool() -> None:
+        try:
+            run_trials(ctx, todo, width)
+        except BaseException as exc:  # re-raised in the calling thread below
+            failure.append(exc)
+        finally:
+            finished.put(None)
+
+    reported: set[Partition] = set()
+    nothing_to_run = [key for key in partitions if left[key] == 0]  # before any trial ends
+    worker = threading.Thread(target=pool, name="trial-pool", daemon=True)
+    worker.start()
+    try:
+        for key in nothing_to_run:
+            reported.add(key)
+            yield key
+        while (key := finished.get()) is not None:
+            reported.add(key)
+            yield key
+    finally:  # even when the caller stops early: no trial outlives the call
+        worker.join()
+    if failure:
+        raise failure[0]
+    # A trial that ended without a row (a harness fault inside the pool) still leaves its
+    # partition to be scored and shown with what it has.
+    yield from (key for key in partitions if key not in reported)
+
+
+def interleaved(run: BenchmarkRun, partitions: list[Partition]) -> list[TrialSpec]:
+    """The trials of `partitions` in start order: repetition by repetition (in the order the
+    partitions are given), and within one, task by task with every configuration's trial of
+    that task side by side (the run's per-repetition config and task orders alternate)."""
+    by_rep: dict[int, list[str]] = {}
+    for config_id, rep in partitions:
+        by_rep.setdefault(rep, []).append(config_id)
+    order: list[TrialSpec] = []
+    for rep, config_ids in by_rep.items():
+        columns = [run.trial_specs(c, rep) for c in config_ids]
+        for row in zip(*columns, strict=True):
+            order.extend(row)
+    return order
 
 
 def frozen_inputs(run: BenchmarkRun, paths: BenchPaths) -> Path:
@@ -89,12 +177,10 @@ def frozen_inputs(run: BenchmarkRun, paths: BenchPaths) -> Path:
     return store
 
 
-def finished_trials(
-    warehouse: Warehouse, run_id: str, config_id: str, rep: int, retry_infra: bool
-) -> set[str]:
-    """Trial ids of the partition that have a final result (cancelled ones are redone on resume;
+def finished_trials(warehouse: Warehouse, run_id: str, retry_infra: bool) -> set[str]:
+    """Trial ids of the run that have a final result (cancelled ones are redone on resume;
     infrastructure failures too when `retry_infra`)."""
-    trials = warehouse.read("trials", run_id, under=layout.partition_dir(config_id, rep))
+    trials = warehouse.read("trials", run_id)
     if trials.empty:
         return set()
     redo = {OUTCOME_CANCELLED} | (set(INFRA_OUTCOMES) if retry_infra else set())

@@ -10,8 +10,10 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -111,12 +113,44 @@ class TrialOutcome:
 def run_trials(
     ctx: TrialContext, specs: Iterable[TrialSpec], max_parallel: int
 ) -> list[TrialOutcome]:
-    """Run trials concurrently (threads: the work is in child processes) in the given order."""
+    """Run trials concurrently (threads: the work is in child processes), started in the given
+    order, at most `max_parallel` at once and at most each config's own `max_parallel` of its
+    trials (specs of several configs share one pool: a rate-limited config waits for its slot
+    while the others go on). Outcomes come back in the order of `specs`."""
     specs = list(specs)
-    if max_parallel <= 1 or len(specs) <= 1:
+    width = min(max_parallel, len(specs))
+    if width <= 1:
         return [run_trial(ctx, s) for s in specs]
-    with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="trial") as pool:
-        return list(pool.map(lambda s: run_trial(ctx, s), specs))
+    pending = list(enumerate(specs))
+    running: Counter[str] = Counter()
+    outcomes: dict[int, TrialOutcome] = {}
+    slots = threading.Condition()
+
+    def next_spec() -> tuple[int, TrialSpec] | None:
+        with slots:
+            while pending:
+                for i, (index, spec) in enumerate(pending):
+                    if running[spec.config.id] < max(1, spec.config.max_parallel):
+                        running[spec.config.id] += 1
+                        del pending[i]
+                        return index, spec
+                slots.wait()
+            return None
+
+    def worker() -> None:
+        while (item := next_spec()) is not None:
+            index, spec = item
+            try:
+                outcomes[index] = run_trial(ctx, spec)
+            finally:
+                with slots:
+                    running[spec.config.id] -= 1
+                    slots.notify_all()
+
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="trial") as pool:
+        for future in [pool.submit(worker) for _ in range(width)]:
+            future.result()
+    return [outcomes[i] for i in range(len(specs))]
 
 
 def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:

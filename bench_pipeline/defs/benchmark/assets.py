@@ -5,6 +5,7 @@
 import json
 import os
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -16,9 +17,13 @@ from bench_pipeline.formats.serialize import from_jsonable
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.runs.execute import execute_partition
 from bench_pipeline.runs.partition_view import PARTITION_COLUMNS, partition_trials, trial_rows
+from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.runs.progress import trial_progress
 from bench_pipeline.runs.score import INITIAL, score_partition
 from bench_pipeline.runs.start import resolve_run, start_run
+
+if TYPE_CHECKING:  # a type only: importing pandas here would cost every definitions load
+    import pandas as pd
 
 
 class StartRunConfig(dg.Config):
@@ -151,21 +156,24 @@ def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: Bench
     rows = execute_partition(
         run, config_id, rep, paths, progress=progress, retry_infra=config.retry_infra
     )
+    yield dg.MaterializeResult(metadata=trials_metadata(run, rows))
+
+
+def trials_metadata(run: BenchmarkRun, rows: "pd.DataFrame") -> dict[str, object]:
+    """What a trials partition's materialization shows: its trials, one row each."""
     outcomes = Counter(rows["outcome"]) if not rows.empty else Counter()
     cost = rows["cost_usd"] if not rows.empty else None
     table = trial_rows(rows)
-    yield dg.MaterializeResult(
-        metadata={
-            "run_id": run.run_id,
-            "suite": run.suite,
-            "trials": len(rows),
-            "trial_table": rows_table(table, PARTITION_COLUMNS),
-            "dagster/row_count": len(table),
-            "outcomes": dict(outcomes),
-            "cost_usd_known": float(cost.dropna().sum()) if cost is not None else 0.0,
-            "cost_unknown_trials": int(cost.isna().sum()) if cost is not None else 0,
-        }
-    )
+    return {
+        "run_id": run.run_id,
+        "suite": run.suite,
+        "trials": len(rows),
+        "trial_table": rows_table(table, PARTITION_COLUMNS),
+        "dagster/row_count": len(table),
+        "outcomes": dict(outcomes),
+        "cost_usd_known": float(cost.dropna().sum()) if cost is not None else 0.0,
+        "cost_unknown_trials": int(cost.isna().sum()) if cost is not None else 0,
+    }
 
 
 @dg.asset(
@@ -191,16 +199,28 @@ def scores(context: dg.AssetExecutionContext, config: ScoreConfig, bench: BenchR
         only_unscored=config.only_unscored,
         judge=from_jsonable(Judge, json.loads(config.judge_json)) if config.judge_json else None,
     )
+    yield dg.MaterializeResult(
+        metadata=scores_metadata(run, bench.paths, config_id, rep, rows, config.rescore_id)
+    )
+
+
+def scores_metadata(
+    run: BenchmarkRun,
+    paths: BenchPaths,
+    config_id: str,
+    rep: int,
+    rows: list[dict[str, object]],
+    rescore_id: str,
+) -> dict[str, object]:
+    """What a scores partition's materialization shows: its trials with overall and reason."""
     statuses = Counter(r["status"] for r in rows)
     table = partition_trials(paths.warehouse, run.run_id, config_id, rep)
-    yield dg.MaterializeResult(
-        metadata={
-            "run_id": run.run_id,
-            "suite": run.suite,
-            "trial_table": rows_table(table, PARTITION_COLUMNS),
-            "dagster/row_count": len(table),
-            "rescore_id": config.rescore_id,
-            "rows": len(rows),
-            "statuses": dict(statuses),
-        }
-    )
+    return {
+        "run_id": run.run_id,
+        "suite": run.suite,
+        "trial_table": rows_table(table, PARTITION_COLUMNS),
+        "dagster/row_count": len(table),
+        "rescore_id": rescore_id,
+        "rows": len(rows),
+        "statuses": dict(statuses),
+    }

@@ -21,6 +21,7 @@ from bench_pipeline.runs.derived import (
     result_verdicts,
     store_derived,
 )
+from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.runs.report import write_report
 from bench_pipeline.runs.start import resolve_run
 from bench_pipeline.runs.status import mark_finished_if_complete
@@ -183,13 +184,26 @@ _fmt = display.short
     check_specs=CHECKS,
 )
 def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, bench: BenchResource):
-    paths = bench.paths
+    run = resolve_run(bench.paths.warehouse, config.run_id or None, config.suite or None)
+    tables, checks = derive_results(run.run_id, bench.paths, config.baseline_run_id or None)
+    for name, metadata in tables:
+        yield dg.MaterializeResult(asset_key=name, metadata=metadata)
+    for check in checks:
+        yield dg.AssetCheckResult(**check)
+
+
+def derive_results(
+    run_id: str, paths: BenchPaths, baseline_run_id: str | None = None
+) -> tuple[list[tuple[str, dict]], list[dict]]:
+    """Compute and store a run's derived tables and explorer page; returns each table's asset
+    metadata and the checks' results (as AssetCheckResult keyword arguments), for the results
+    asset and for the launch job, which reports the same materializations in its own run."""
     warehouse = paths.warehouse
-    run = resolve_run(warehouse, config.run_id or None, config.suite or None)
+    run = resolve_run(warehouse, run_id)
     derived = compute_derived(
         warehouse,
         run.run_id,
-        baseline_run_id=config.baseline_run_id or None,
+        baseline_run_id=baseline_run_id,
         chart_dir=warehouse.root / layout.CHARTS,
     )
     store_derived(warehouse, derived)
@@ -204,6 +218,7 @@ def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, ben
         # The explorer page (open the path in a browser: a file link does not open from the UI).
         "explorer": dg.MetadataValue.path(str(explorer)),
     }
+    materializations: list[tuple[str, dict]] = []
     for name in DERIVED_TABLES:
         frame = tables[name]
         metadata: dict = {}
@@ -233,31 +248,36 @@ def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, ben
             )
         if name == "recommendations":
             metadata["recommendations"] = dg.MetadataValue.json(derived.recommendations)
-        yield dg.MaterializeResult(asset_key=name, metadata=metadata)
+        materializations.append((name, metadata))
 
     integrity, coverage, tolerance = result_verdicts(warehouse, derived)
-    yield dg.AssetCheckResult(
-        check_name=integrity.name,
-        asset_key="config_table",
-        passed=integrity.passed,
-        metadata=integrity.details,
-    )
-    yield dg.AssetCheckResult(
-        check_name=coverage.name,
-        asset_key="config_table",
-        passed=coverage.passed,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata=coverage.details,
-    )
     regressed = verdicts.regressed_rows(tables["regressions"])
-    yield dg.AssetCheckResult(
-        check_name=tolerance.name,
-        asset_key="regressions",
-        passed=tolerance.passed,
-        metadata={
-            "baseline_run_id": tolerance.details["baseline_run_id"],
-            "regressions": dg.MetadataValue.md(
-                _md_table(regressed, ["config_id", "metric", "baseline", "current", "tolerance"])
-            ),
+    checks = [
+        {
+            "check_name": integrity.name,
+            "asset_key": dg.AssetKey("config_table"),
+            "passed": integrity.passed,
+            "metadata": integrity.details,
         },
-    )
+        {
+            "check_name": coverage.name,
+            "asset_key": dg.AssetKey("config_table"),
+            "passed": coverage.passed,
+            "severity": dg.AssetCheckSeverity.WARN,
+            "metadata": coverage.details,
+        },
+        {
+            "check_name": tolerance.name,
+            "asset_key": dg.AssetKey("regressions"),
+            "passed": tolerance.passed,
+            "metadata": {
+                "baseline_run_id": tolerance.details["baseline_run_id"],
+                "regressions": dg.MetadataValue.md(
+                    _md_table(
+                        regressed, ["config_id", "metric", "baseline", "current", "tolerance"]
+                    )
+                ),
+            },
+        },
+    ]
+    return materializations, checks
