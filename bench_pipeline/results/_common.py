@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import duckdb
 
 from bench_pipeline.formats.vocabulary import (
     SCORE_ERROR,
@@ -79,6 +82,8 @@ def to_arrow(frame: pd.DataFrame, columns: Sequence[str]) -> pa.Table:
 
 
 def connect() -> duckdb.DuckDBPyConnection:
+    import duckdb
+
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     return con

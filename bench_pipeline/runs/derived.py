@@ -9,21 +9,25 @@ and `bench report` all go through `compute_derived`.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench_pipeline import results as R
 from bench_pipeline.formats.registry import AGENT_KINDS, uses_judge
-from bench_pipeline.results import verdicts
-from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
-from bench_pipeline.results.scores import latest_trials
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, agent_drift, load_run
 from bench_pipeline.runs.status import status_of
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench_pipeline.results import verdicts
+
+T = TypeVar("T")
 
 DERIVED_TABLES = (
     "config_table",
@@ -49,6 +53,7 @@ class Derived:
     notes: list[str] = field(default_factory=list)
     scorers: tuple[str, ...] = ()  # the launch's plus any a rescore added
     judge_status: str | None = None  # calibration of the judge, when a judge scorer is used
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step (perf/analysis.py)
 
     @property
     def baseline_config(self) -> str | None:
@@ -99,7 +104,7 @@ def pin_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
 
 
 def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's trials (latest row per trial) and scores (latest row per trial x scorer)."""
+    """Every column of the run's trials (latest row per trial) and scores (latest row per trial x scorer)."""
     trials = warehouse.read("trials", run_id)
     scores = warehouse.read("scores", run_id)
     if not trials.empty:
@@ -107,6 +112,77 @@ def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
     if not scores.empty:
         scores = R.latest_scores(scores)
     return trials, scores
+
+
+# The columns the derived tables read: everything else (error texts, evidence paths, reasons,
+# details of non-assert scores) stays on disk. Low-cardinality strings come back categorical.
+TRIAL_READ = (*R.TRIAL_COLUMNS, "attempt_no")
+TRIAL_CATEGORICAL = (
+    "run_id",
+    "suite",
+    "task_set_revision",
+    "task_id",
+    "config_id",
+    "difficulty",
+    "agent",
+    "agent_kind",
+    "model",
+    "effort",
+    "config_hash",
+    "factory_ref",
+    "outcome",
+    "cost_unknown_reason",
+)
+SCORE_READ = (
+    "run_id",
+    "trial_id",
+    "scorer",
+    "scorer_group",
+    "weight",
+    "status",
+    "value",
+    "cost_usd",
+    "scored_at",
+)
+SCORE_CATEGORICAL = ("run_id", "scorer", "scorer_group", "status")
+ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json")
+
+
+def derived_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's trials (latest row per trial) and ALL its score rows, only the columns the
+    derived tables read (compact). `R.latest_trial_overall` picks the latest scores itself."""
+    from bench_pipeline.warehouse.columns import read_columns
+
+    trials = read_columns(warehouse, "trials", run_id, TRIAL_READ, categorical=TRIAL_CATEGORICAL)
+    scores = read_columns(
+        warehouse,
+        "scores",
+        run_id,
+        SCORE_READ,
+        categorical=SCORE_CATEGORICAL,
+    )
+    if len(trials):
+        trials = R.latest_trials(trials)
+    return trials, scores
+
+
+def assert_rows(warehouse: Warehouse, run_id: str) -> pd.DataFrame:
+    """The latest `assert` score rows with their details (what scenario_turns reads)."""
+    import pyarrow.dataset as ds
+
+    from bench_pipeline.warehouse.columns import read_columns
+
+    rows = read_columns(
+        warehouse, "scores", run_id, ASSERT_READ, where=ds.field("scorer") == "assert"
+    )
+    return R.latest_scores(rows) if len(rows) else rows
+
+
+def _timed(timings: dict[str, float], label: str, fn: Callable[[], T]) -> T:
+    start = time.perf_counter()
+    out = fn()
+    timings[label] = timings.get(label, 0.0) + time.perf_counter() - start
+    return out
 
 
 def compute_derived(
@@ -117,11 +193,18 @@ def compute_derived(
     use_pinned_baseline: bool = True,
     chart_dir: Path | None = None,
 ) -> Derived:
+    import pandas as pd
+
+    from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
+
+    timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    trials, scores = run_rows(warehouse, run_id)
+    trials, scores = _timed(
+        timings, "read trials + scores", lambda: derived_rows(warehouse, run_id)
+    )
     if trials.empty:
         raise LookupError(f"run {run_id} has no trials yet")
-    per_trial = R.trial_overall(trials, scores)
+    per_trial = _timed(timings, "per-trial results", lambda: R.latest_trial_overall(trials, scores))
     notes: list[str] = []
     status = status_of(warehouse, run_id) or {}
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
@@ -150,45 +233,75 @@ def compute_derived(
             notes.append(base_note)
             base_id = None
         else:
-            bt, bs = run_rows(warehouse, base_id)
-            baseline_table = R.config_table(bt, bs) if not bt.empty else None
-            baseline_per_trial = R.trial_overall(bt, bs) if not bt.empty else None
+
+            def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+                bt, bs = derived_rows(warehouse, base_id)
+                if bt.empty:
+                    return None, None
+                bpt = R.latest_trial_overall(bt, bs)
+                return R.config_table(bt, bs, per_trial=bpt), bpt
+
+            baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
-    table = R.config_table(trials, scores, baseline_table, per_trial=per_trial)
+    table = _timed(
+        timings,
+        "config table",
+        lambda: R.config_table(trials, scores, baseline_table, per_trial=per_trial),
+    )
     table = _annotate_controls(_annotate_judge(table, run, scorers, judge), run)
-    grid = R.task_config_grid(trials, scores, per_trial=per_trial)
-    recs = R.recommend(table)
-    frontier = R.pareto_frontier(table)
-    by_tag = _annotate_controls(R.config_table_by_tag(trials, scores, per_trial=per_trial), run)
-    comparison = R.compare_all(trials, scores, per_trial=per_trial)
+    grid = _timed(
+        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
+    )
+    recs = _timed(timings, "recommendations", lambda: R.recommend(table))
+    frontier = _timed(timings, "pareto frontier", lambda: R.pareto_frontier(table))
+    by_tag = _timed(
+        timings,
+        "config table by tag",
+        lambda: _annotate_controls(R.config_table_by_tag(trials, scores, per_trial=per_trial), run),
+    )
+    comparison = _timed(
+        timings,
+        "paired comparison",
+        lambda: R.compare_all(trials, scores, per_trial=per_trial),
+    )
     if baseline_table is not None and base_id:
-        regressions = R.detect_regressions(
-            table,
-            baseline_table,
-            {
-                "overall": run.launch.suite.tolerance.overall,
-                "cost": run.launch.suite.tolerance.cost,
-            },
-            suite=run.suite,
-            run_id=run_id,
-            baseline_run_id=base_id,
-            current_trials=per_trial,
-            baseline_trials=baseline_per_trial,
+        regressions = _timed(
+            timings,
+            "regressions",
+            lambda: R.detect_regressions(
+                table,
+                baseline_table,
+                {
+                    "overall": run.launch.suite.tolerance.overall,
+                    "cost": run.launch.suite.tolerance.cost,
+                },
+                suite=run.suite,
+                run_id=run_id,
+                baseline_run_id=base_id,
+                current_trials=per_trial,
+                baseline_trials=baseline_per_trial,
+            ),
         )
     else:
         regressions = pd.DataFrame(columns=REGRESSION_COLUMNS)
     tables = {
         "config_table": table,
         "task_grid": grid,
-        "recommendations": R.recommendations_frame(table),
+        "recommendations": _timed(
+            timings, "recommendations", lambda: R.recommendations_frame(table)
+        ),
         "pareto_frontier": frontier,
         "config_table_by_tag": by_tag,
-        "recommendations_by_tag": R.recommendations_by_tag(by_tag),
+        "recommendations_by_tag": _timed(
+            timings, "recommendations by tag", lambda: R.recommendations_by_tag(by_tag)
+        ),
         "paired_comparison": comparison,
         "regressions": regressions,
-        "scenario_turns": scenario_turns(scores),
+        "scenario_turns": _timed(
+            timings, "scenario turns", lambda: scenario_turns(assert_rows(warehouse, run_id))
+        ),
     }
     for frame in tables.values():
         if "run_id" not in frame.columns:
@@ -202,10 +315,17 @@ def compute_derived(
         notes=notes,
         scorers=scorers,
         judge_status=judge_status,
+        timings=timings,
     )
     if chart_dir is not None:
-        derived.chart_png = R.pareto_chart(
-            frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=derived.baseline_config
+        derived.chart_png = _timed(
+            timings,
+            "pareto chart",
+            lambda: R.pareto_chart(
+                frontier,
+                chart_dir / f"{run_id}-pareto.png",
+                baseline_config=derived.baseline_config,
+            ),
         )
     return derived
 
@@ -330,6 +450,8 @@ def _storable(frame: pd.DataFrame) -> pd.DataFrame:
 def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
     """Per (task, config, turn) of text and scenario tasks: passed only when the turn passed in
     every repetition (pass^N), with latency, tokens and cost averaged over the repetitions."""
+    import pandas as pd
+
     from bench_pipeline.scorers.asserts import turn_pass_hat_n
 
     columns = ["task_id", "config_id", "turn", "repetitions", "passes", "passed", "pass_rate"]
@@ -357,6 +479,9 @@ def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
 
 def result_verdicts(warehouse: Warehouse, derived: Derived) -> list[verdicts.Verdict]:
     """The asset checks of a run's results (grader integrity, cost coverage, regressions)."""
+    from bench_pipeline.results import verdicts
+    from bench_pipeline.results.scores import latest_trials
+
     tables = derived.tables
     return [
         verdicts.grader_integrity(latest_trials(warehouse.read("trials", derived.run.run_id))),
