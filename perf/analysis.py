@@ -9,7 +9,7 @@ the product uses: `runs.derived.compute_derived` (read + every derived table) an
 step, the total and the child's peak RSS (VmHWM).
 
     .venv/bin/python perf/analysis.py [--tasks 50 --configs 8 --reps 2500]
-        [--layout run|partition|trial] [--keep DIR]
+        [--layout run|partition|trial] [--keep DIR] [--also-a5575a0]
 
 `--layout`: how the rows are split into files. `partition` is what a run writes for scores (one
 file per partition and (re)score: `<config>/rep<N>/<rescore_id>.parquet`) with the trials of a
@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RUN_ID = "perf-20250101T000000-0000"
+ROW_GROUP = 65536
 SCORERS = [
     ("checks", "checks", 1.0),
     ("ci", "ci", 1.0),
@@ -255,8 +256,9 @@ def write_warehouse(
     if layout_name == "run":
         base_t.mkdir(parents=True)
         base_s.mkdir(parents=True)
-        pq.write_table(t, base_t / "all.parquet")
-        pq.write_table(s, base_s / "all.parquet")
+        # row groups of 64k rows, as a compaction would write (not one 5M-row group)
+        pq.write_table(t, base_t / "all.parquet", row_group_size=ROW_GROUP)
+        pq.write_table(s, base_s / "all.parquet", row_group_size=ROW_GROUP)
         return 2
     written = 0
     t_key = _group_rows(
@@ -318,6 +320,29 @@ def measure(root: Path, run_id: str) -> int:
     return 0
 
 
+def measure_reference(root: Path, run_id: str) -> int:
+    """Child process: the same tables by commit a5575a0's route (`Warehouse.read` of every
+    column into pandas, then its results package), kept as the oracle of the tests."""
+    start = time.perf_counter()
+    from bench_pipeline.warehouse.store import Warehouse
+    from bench_pipeline_tests import reference_a5575a0 as reference
+
+    import_s = time.perf_counter() - start
+    start = time.perf_counter()
+    wh = Warehouse(root)
+    trials, scores = reference.run_rows(wh, run_id)
+    read_s = time.perf_counter() - start
+    del trials, scores
+    start = time.perf_counter()
+    reference.derived_tables(wh, run_id)
+    total = time.perf_counter() - start
+    print(f"  (import a5575a0 results)  {import_s:7.3f} s")
+    print(f"  read trials + scores (Warehouse.read, every column)  {read_s:7.3f} s")
+    print(f"  TOTAL a5575a0 derived tables (read + every table)  {total:7.3f} s")
+    print(f"peak RSS of the measuring process (VmHWM): {_status_mib('VmHWM') or 0:,.0f} MiB")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50)
@@ -325,10 +350,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=2500)
     parser.add_argument("--layout", choices=["run", "partition", "trial"], default="run")
     parser.add_argument("--keep", type=Path, help="write the warehouse here and keep it")
+    parser.add_argument(
+        "--also-a5575a0",
+        action="store_true",
+        help="also time commit a5575a0's route on the same files (the before figure)",
+    )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--measure-reference", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure is not None:
         return measure(args.measure, RUN_ID)
+    if args.measure_reference is not None:
+        return measure_reference(args.measure_reference, RUN_ID)
 
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         root = args.keep or Path(tmp) / "warehouse"
@@ -345,9 +378,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         del trials, scores
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        print("compute_derived (this commit), in a fresh process:")
         child = subprocess.run(
             [sys.executable, __file__, "--measure", str(root)], env=env, check=False
         )
+        if args.also_a5575a0 and child.returncode == 0:
+            print("a5575a0's route on the same files, in a fresh process:")
+            child = subprocess.run(
+                [sys.executable, __file__, "--measure-reference", str(root)], env=env, check=False
+            )
         return child.returncode
 
 

@@ -188,7 +188,7 @@ def last_of_max(group: np.ndarray, key: np.ndarray, n_groups: int) -> np.ndarray
     if len(rows) == 0:
         return best
     if n_groups <= 64:  # few groups (scorers of a run): masked max beats ufunc.at
-        for g in np.unique(group[rows]):
+        for g in np.flatnonzero(np.bincount(group[rows], minlength=n_groups)):
             sel = np.flatnonzero(group == g)
             k = key[sel]
             best[g] = sel[np.flatnonzero(k == k.max())[-1]]

@@ -23,6 +23,7 @@ from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from bench_pipeline.results import verdicts
@@ -148,22 +149,34 @@ SCORE_CATEGORICAL = ("run_id", "scorer", "scorer_group", "status")
 ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json")
 
 
-def derived_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's trials (latest row per trial) and ALL its score rows, only the columns the
-    derived tables read (compact). `R.latest_trial_overall` picks the latest scores itself."""
+def derived_rows(
+    warehouse: Warehouse, run_id: str
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray | None]:
+    """The run's trials (latest row per trial), ALL its score rows and the trial row of each
+    score row (`R.latest_trial_overall` picks the latest scores itself), only the columns the
+    derived tables read, compact. The score rows' trial ids are read first, looked up and
+    dropped before the other columns are read: at a million trials they are the biggest column.
+    When a score row names no trial (rows -1), `scores` keeps its `trial_id` column instead."""
+    from bench_pipeline.results._common import lookup_rows
     from bench_pipeline.warehouse.columns import read_columns
 
     trials = read_columns(warehouse, "trials", run_id, TRIAL_READ, categorical=TRIAL_CATEGORICAL)
-    scores = read_columns(
-        warehouse,
-        "scores",
-        run_id,
-        SCORE_READ,
-        categorical=SCORE_CATEGORICAL,
-    )
     if len(trials):
         trials = R.latest_trials(trials)
-    return trials, scores
+    ids = read_columns(warehouse, "scores", run_id, ["trial_id"])["trial_id"]
+    rows = lookup_rows(ids, trials["trial_id"].reset_index(drop=True)).astype("int32")
+    columns = [c for c in SCORE_READ if c != "trial_id"]
+    scores = read_columns(warehouse, "scores", run_id, columns, categorical=SCORE_CATEGORICAL)
+    if len(rows) != len(scores):  # a file written between the two reads: read it all at once
+        scores = read_columns(
+            warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL
+        )
+        return trials, scores, None
+    if (rows < 0).any():
+        scores.insert(1, "trial_id", ids.to_numpy())
+        return trials, scores, None
+    del ids
+    return trials, scores, rows
 
 
 def assert_rows(warehouse: Warehouse, run_id: str) -> pd.DataFrame:
@@ -199,12 +212,16 @@ def compute_derived(
 
     timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    trials, scores = _timed(
+    trials, scores, rows = _timed(
         timings, "read trials + scores", lambda: derived_rows(warehouse, run_id)
     )
     if trials.empty:
         raise LookupError(f"run {run_id} has no trials yet")
-    per_trial = _timed(timings, "per-trial results", lambda: R.latest_trial_overall(trials, scores))
+    per_trial = _timed(
+        timings,
+        "per-trial results",
+        lambda: R.latest_trial_overall(trials, scores, trials_are_latest=True, trial_rows=rows),
+    )
     notes: list[str] = []
     status = status_of(warehouse, run_id) or {}
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
@@ -235,10 +252,10 @@ def compute_derived(
         else:
 
             def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-                bt, bs = derived_rows(warehouse, base_id)
+                bt, bs, b_rows = derived_rows(warehouse, base_id)
                 if bt.empty:
                     return None, None
-                bpt = R.latest_trial_overall(bt, bs)
+                bpt = R.latest_trial_overall(bt, bs, trials_are_latest=True, trial_rows=b_rows)
                 return R.config_table(bt, bs, per_trial=bpt), bpt
 
             baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)

@@ -61,7 +61,9 @@ def read_columns(
             if bad:
                 raise CorruptFileError(bad[0], exc) from None
             raise
-    frame = arrow.to_pandas(types_mapper=_pandas_type, self_destruct=True)
+    # split_blocks + self_destruct: each Arrow column is freed as soon as it is converted
+    frame = arrow.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
+    del arrow
     for col in cats:
         s = frame[col]
         if not isinstance(s.dtype, pd.CategoricalDtype):
