@@ -141,3 +141,26 @@ def test_mcnemar_without_scipy_matches_scipy() -> None:
         for b in {b for b in (0, 1, 2, n // 3, n // 2, (n + 1) // 2, n - 1, n) if b <= n}:
             want = stats.binomtest(b, n, 0.5).pvalue
             assert mcnemar_p(b, n - b) == pytest.approx(want, abs=1e-9, rel=0), (b, n)
+
+
+def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> None:
+    """perf/analysis.py end to end, small: both routes run and print their totals and peaks."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = ["--tasks", "4", "--configs", "2", "--reps", "3", "--layout", "partition"]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "perf" / "analysis.py"), *args, "--also-a5575a0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "generated 24 trials" in out
+    assert "TOTAL compute_derived (read + every derived table)" in out
+    assert "TOTAL a5575a0 derived tables" in out
+    assert out.count("peak RSS of the measuring process (VmHWM)") == 2
+    assert "paired comparison" in out and "config table by tag" in out
