@@ -164,3 +164,17 @@ def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> N
     assert "TOTAL a5575a0 derived tables" in out
     assert out.count("peak RSS of the measuring process (VmHWM)") == 2
     assert "paired comparison" in out and "config table by tag" in out
+
+
+def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:
+    from bench_pipeline.warehouse.store import CorruptFileError
+
+    run_id = "perf-20250101T000000-0000"
+    trials, scores = PERF.generate(3, 2, 2, run_id=run_id)
+    PERF.write_warehouse(tmp_path, trials, scores, "partition")
+    wh = Warehouse(tmp_path)
+    victim = wh.files("scores", run_id)[1]
+    victim.write_bytes(victim.read_bytes()[:40])
+    with pytest.raises(CorruptFileError) as err:
+        compute_derived(wh, run_id)
+    assert str(victim) in str(err.value) and "move it aside" in str(err.value)

@@ -105,7 +105,8 @@ def pin_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
 
 
 def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every column of the run's trials (latest row per trial) and scores (latest row per trial x scorer)."""
+    """Every column of the run's trials (latest row per trial) and scores (latest row per
+    trial x scorer)."""
     trials = warehouse.read("trials", run_id)
     scores = warehouse.read("scores", run_id)
     if not trials.empty:
@@ -115,9 +116,10 @@ def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
     return trials, scores
 
 
-# The columns the derived tables read: everything else (error texts, evidence paths, reasons,
-# details of non-assert scores) stays on disk. Low-cardinality strings come back categorical.
-TRIAL_READ = (*R.TRIAL_COLUMNS, "attempt_no")
+# The columns the derived tables read (the trials': results.scores.TRIAL_COLUMNS + attempt_no,
+# looked up when reading, so importing this module imports no pandas): everything else (error
+# texts, evidence paths, reasons, details of non-assert scores) stays on disk. Low-cardinality
+# strings come back categorical.
 TRIAL_CATEGORICAL = (
     "run_id",
     "suite",
@@ -160,14 +162,18 @@ def derived_rows(
     from bench_pipeline.results._common import lookup_rows
     from bench_pipeline.warehouse.columns import read_columns
 
-    trials = read_columns(warehouse, "trials", run_id, TRIAL_READ, categorical=TRIAL_CATEGORICAL)
+    trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
+    trials = read_columns(warehouse, "trials", run_id, trial_read, categorical=TRIAL_CATEGORICAL)
     if len(trials):
         trials = R.latest_trials(trials)
-    ids = read_columns(warehouse, "scores", run_id, ["trial_id"])["trial_id"]
+    files = warehouse.files("scores", run_id)  # both reads see the same files
+    ids = read_columns(warehouse, "scores", run_id, ["trial_id"], files=files)["trial_id"]
     rows = lookup_rows(ids, trials["trial_id"].reset_index(drop=True)).astype("int32")
     columns = [c for c in SCORE_READ if c != "trial_id"]
-    scores = read_columns(warehouse, "scores", run_id, columns, categorical=SCORE_CATEGORICAL)
-    if len(rows) != len(scores):  # a file written between the two reads: read it all at once
+    scores = read_columns(
+        warehouse, "scores", run_id, columns, categorical=SCORE_CATEGORICAL, files=files
+    )
+    if len(rows) != len(scores):  # a file rewritten between the two reads: read it all at once
         scores = read_columns(
             warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL
         )

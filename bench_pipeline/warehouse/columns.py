@@ -11,6 +11,7 @@ Arrow-backed strings, lists as Arrow lists. No Python object per row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -34,11 +35,13 @@ def read_columns(
     categorical: Sequence[str] = (),
     unsorted: Sequence[str] = (),
     where: ds.Expression | None = None,
+    files: Sequence[Path] | None = None,
 ) -> pd.DataFrame:
     """`columns` of a run's `table` (a table with a fixed schema); `categorical` columns (string
     ones) as categoricals with sorted categories, `unsorted` ones as categoricals in the order
     met (cheaper for many distinct values, e.g. trial ids used only as join keys). Empty with
-    those columns when nothing was written yet."""
+    those columns when nothing was written yet. `files`: the run's files as listed before
+    (`warehouse.files(table, run_id)`), so that two reads see the same files."""
     schema = SCHEMAS[table]
     columns = [c for c in columns if c in schema.names]
     cats = [c for c in (*categorical, *unsorted) if c in columns]
@@ -48,7 +51,7 @@ def read_columns(
         else schema.field(c)
         for c in columns
     ]
-    files = warehouse.files(table, run_id)
+    files = list(files) if files is not None else warehouse.files(table, run_id)
     if not files:
         arrow = pa.schema(fields).empty_table()
     else:
