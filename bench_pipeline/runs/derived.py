@@ -159,6 +159,8 @@ def derived_rows(
     derived tables read, compact. The score rows' trial ids are read first, looked up and
     dropped before the other columns are read: at a million trials they are the biggest column.
     When a score row names no trial (rows -1), `scores` keeps its `trial_id` column instead."""
+    import pyarrow as pa
+
     from bench_pipeline.results._common import lookup_rows
     from bench_pipeline.warehouse.columns import read_columns
 
@@ -169,6 +171,10 @@ def derived_rows(
     files = warehouse.files("scores", run_id)  # both reads see the same files
     ids = read_columns(warehouse, "scores", run_id, ["trial_id"], files=files)["trial_id"]
     rows = lookup_rows(ids, trials["trial_id"].reset_index(drop=True)).astype("int32")
+    orphans = bool((rows < 0).any())
+    if not orphans:  # the ids' strings and the lookup's hash table go before the next read
+        del ids
+        pa.default_memory_pool().release_unused()
     columns = [c for c in SCORE_READ if c != "trial_id"]
     scores = read_columns(
         warehouse, "scores", run_id, columns, categorical=SCORE_CATEGORICAL, files=files
@@ -178,10 +184,9 @@ def derived_rows(
             warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL
         )
         return trials, scores, None
-    if (rows < 0).any():
+    if orphans:
         scores.insert(1, "trial_id", ids.to_numpy())
         return trials, scores, None
-    del ids
     return trials, scores, rows
 
 

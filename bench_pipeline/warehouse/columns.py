@@ -67,6 +67,9 @@ def read_columns(
     # split_blocks + self_destruct: each Arrow column is freed as soon as it is converted
     frame = arrow.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
     del arrow
+    # Hand the decode buffers back to the OS now: the allocator would keep them, and at a
+    # million trials they are hundreds of MiB the tables computed next cannot reuse.
+    pa.default_memory_pool().release_unused()
     for col in cats:
         s = frame[col]
         if not isinstance(s.dtype, pd.CategoricalDtype):
