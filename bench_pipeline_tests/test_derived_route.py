@@ -44,8 +44,10 @@ def _resumed(trials: pd.DataFrame) -> pd.DataFrame:
     return again
 
 
-def _warehouse(root: Path, layout: str, seed: int, run_id: str) -> Warehouse:
-    trials, scores = PERF.generate(7, 3, 4, seed=seed, run_id=run_id)
+def _warehouse(
+    root: Path, layout: str, seed: int, run_id: str, reps: int = 4, orphan: bool = False
+) -> Warehouse:
+    trials, scores = PERF.generate(7, 3, reps, seed=seed, run_id=run_id)
     PERF.write_warehouse(root, trials, scores, layout)
     wh = Warehouse(root)
     again = _resumed(trials)
@@ -74,7 +76,7 @@ def _warehouse(root: Path, layout: str, seed: int, run_id: str) -> Warehouse:
                 }
             )
     wh.write("scores", rows, run_id, "asserts/all")
-    if layout == "partition":  # a score of a trial that has no row: the general route
+    if orphan:  # a score of a trial that has no row: the general route
         orphan = dict(rows[0], trial_id="ghost/cfg-0/1", task_id="ghost", scorer="checks")
         wh.write("scores", [orphan], run_id, "orphans/all")
     return wh
@@ -105,11 +107,20 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
             assert _same_value(a, b), f"{name}.{col} row {i}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("layout", ["trial", "partition", "run"])
-def test_derived_tables_equal_the_previous_implementation(tmp_path: Path, layout: str) -> None:
+# (layout, repetitions, orphan score): 24 repetitions in partitions are > FEW_FILES score files
+@pytest.mark.parametrize(
+    ("layout", "reps", "orphan"),
+    [("trial", 4, False), ("run", 4, True), ("partition", 24, False), ("partition", 24, True)],
+)
+def test_derived_tables_equal_the_previous_implementation(
+    tmp_path: Path, layout: str, reps: int, orphan: bool
+) -> None:
+    from bench_pipeline.runs.derived import FEW_FILES
+
     run_id, base_id = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
-    _warehouse(tmp_path, layout, seed=3, run_id=base_id)
-    wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id)
+    _warehouse(tmp_path, layout, seed=3, run_id=base_id, reps=reps)
+    wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan)
+    assert (len(wh.files("scores", run_id)) > FEW_FILES) == (layout == "partition")
 
     derived = compute_derived(wh, run_id, baseline_run_id=base_id)
     old, old_recs = reference.derived_tables(
@@ -123,7 +134,7 @@ def test_derived_tables_equal_the_previous_implementation(tmp_path: Path, layout
     assert len(derived.tables["regressions"]) == 2 * 3
     assert len(derived.tables["scenario_turns"]) > 0
     assert len(derived.tables["paired_comparison"]) == 2
-    assert derived.tables["config_table"]["trials"].sum() == 7 * 3 * 4
+    assert derived.tables["config_table"]["trials"].sum() == 7 * 3 * reps
     # the stored tables read back as they were computed
     store_derived(wh, derived)
     stored = wh.read("config_table", run_id)

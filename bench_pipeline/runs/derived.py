@@ -149,6 +149,7 @@ SCORE_READ = (
 )
 SCORE_CATEGORICAL = ("run_id", "scorer", "scorer_group", "status")
 ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json")
+FEW_FILES = 64  # up to this many score files, read the trial ids apart (less memory)
 
 
 def derived_rows(
@@ -169,6 +170,16 @@ def derived_rows(
     if len(trials):
         trials = R.latest_trials(trials)
     files = warehouse.files("scores", run_id)  # both reads see the same files
+    if len(files) > FEW_FILES:
+        # Many small files (a run as written, one per partition and rescore): opening each
+        # file costs more than holding the ids beside the other columns, so read them once.
+        scores = read_columns(
+            warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL, files=files
+        )
+        rows = lookup_rows(scores["trial_id"], trials["trial_id"].reset_index(drop=True))
+        if (rows < 0).any():
+            return trials, scores, None
+        return trials, scores.drop(columns="trial_id"), rows.astype("int32")
     ids = read_columns(warehouse, "scores", run_id, ["trial_id"], files=files)["trial_id"]
     rows = lookup_rows(ids, trials["trial_id"].reset_index(drop=True)).astype("int32")
     orphans = bool((rows < 0).any())
@@ -190,9 +201,13 @@ def derived_rows(
     return trials, scores, rows
 
 
-def assert_rows(warehouse: Warehouse, run_id: str) -> pd.DataFrame:
-    """The latest `assert` score rows with their details (what scenario_turns reads)."""
+def assert_rows(warehouse: Warehouse, run_id: str, scores: pd.DataFrame) -> pd.DataFrame:
+    """The latest `assert` score rows with their details (what scenario_turns reads); `scores`,
+    the run's score rows already read, tell whether there are any (no second scan if not)."""
     import pyarrow.dataset as ds
+
+    if not (scores["scorer"] == "assert").any():
+        return scores.iloc[:0]  # no turns: scenario_turns gives its empty table
 
     from bench_pipeline.warehouse.columns import read_columns
 
@@ -328,7 +343,9 @@ def compute_derived(
         "paired_comparison": comparison,
         "regressions": regressions,
         "scenario_turns": _timed(
-            timings, "scenario turns", lambda: scenario_turns(assert_rows(warehouse, run_id))
+            timings,
+            "scenario turns",
+            lambda: scenario_turns(assert_rows(warehouse, run_id, scores)),
         ),
     }
     for frame in tables.values():
