@@ -1,30 +1,45 @@
-"""Performance check of the results tables on one million synthetic trials.
+"""Performance of the derived tables on one million synthetic trials, read from Parquet.
 
 Generates 50 tasks x 8 configs x 2,500 repetitions = 1,000,000 trial rows and, for five
 scorers (checks, ci and three judge criteria), ~5,000,000 score rows plus 2 % rescore rows
-(older rows superseded by newer ones), all with numpy vectorized ops. Then times every derived
-table of `bench_pipeline.results` and prints time per table, total time and peak memory.
+(older rows superseded by newer ones), with numpy vectorized ops; writes them into a fresh
+warehouse (a frozen run manifest, `trials/<run_id>/...` and `scores/<run_id>/...` Parquet in the
+layout of `bench_pipeline.warehouse.layout`) and then, in a fresh child process, times the route
+the product uses: `runs.derived.compute_derived` (read + every derived table) and prints each
+step, the total and the child's peak RSS (VmHWM).
 
     .venv/bin/python perf/analysis.py [--tasks 50 --configs 8 --reps 2500]
+        [--layout run|partition|trial] [--keep DIR] [--also-a5575a0]
+
+`--layout`: how the rows are split into files. `partition` is what a run writes for scores (one
+file per partition and (re)score: `<config>/rep<N>/<rescore_id>.parquet`) with the trials of a
+partition in one file too; `trial` is what `runs.execute` writes for trials (one file per
+trial: only sensible for small runs); `run` puts each table of the run in one file (what a
+compaction of a finished run leaves). Reading tens of thousands of files costs seconds by
+itself, so the default is `run` and the others are reported apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_pipeline import results as R  # noqa: E402
 
+RUN_ID = "perf-20250101T000000-0000"
+ROW_GROUP = 65536
 SCORERS = [
     ("checks", "checks", 1.0),
     ("ci", "ci", 1.0),
@@ -149,10 +164,6 @@ def generate(
     return trials, scores
 
 
-def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 def _status_mib(field: str) -> float | None:
     """VmRSS / VmHWM from /proc (Linux); None elsewhere."""
     try:
@@ -164,21 +175,172 @@ def _status_mib(field: str) -> float | None:
     return None
 
 
-def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) to the current RSS, so the peak of the derived
-    tables is measured apart from the generation. Linux only."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
+def make_run(n_tasks: int, n_configs: int, reps: int, run_id: str = RUN_ID):  # noqa: ANN201
+    """A frozen benchmark run whose tasks and configs are the generated ones (text tasks: no
+    repository is needed to load it), as `bench run` would have stored it."""
+    from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices, Suite, Task
+    from bench_pipeline.formats.taskset import FrozenTaskSet
+    from bench_pipeline.runs.benchmark_run import BenchmarkRun
+
+    suite = Suite(name="perf", title="perf", agent="coder", repo=None, directory=Path("."))
+    tasks = tuple(
+        Task(
+            id=f"task-{i:03d}",
+            suite="perf",
+            title=f"task {i}",
+            prompt="-",
+            repo=None,
+            base_ref=None,
+            base_sha=None,
+            tags=tuple(TAG_CHOICES[i % len(TAG_CHOICES)]),
+            holdout=(i % 10) == 9,
+        )
+        for i in range(n_tasks)
+    )
+    configs = tuple(
+        Config(
+            id=f"cfg-{i}",
+            agent=AgentSpec(
+                name="coder", kind="anthropic", model=f"model-cfg-{i}", effort="medium"
+            ),
+        )
+        for i in range(n_configs)
+    )
+    launch = Launch(
+        name="perf",
+        suite=suite,
+        configs=configs,
+        tasks=tasks,
+        repetitions=reps,
+        scorers=tuple(s[0] for s in SCORERS),
+    )
+    return BenchmarkRun(
+        run_id=run_id,
+        created_at="2025-01-01T00:00:00+00:00",
+        launch=launch,
+        taskset=FrozenTaskSet("perf", "rev-1", tasks, {}),
+        prices=Prices(),
+        launch_path="perf.yaml",
+        agent_file_hashes={},
+    )
 
 
-def _timed(label: str, fn: Callable[[], object], timings: list[tuple[str, float]]) -> object:
+def _fit(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    cols = [
+        table.column(f.name).cast(f.type)
+        if f.name in table.column_names
+        else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def write_warehouse(
+    root: Path, trials: pd.DataFrame, scores: pd.DataFrame, layout_name: str = "run"
+) -> int:
+    """Store the frames as a run's Parquet files (schemas of warehouse.schemas); returns the
+    number of files written."""
+    from bench_pipeline.runs.benchmark_run import save_run
+    from bench_pipeline.warehouse import layout, schemas
+    from bench_pipeline.warehouse.store import Warehouse
+
+    wh = Warehouse(root)
+    run_id = str(trials["run_id"].iloc[0])
+    n_tasks = trials["task_id"].nunique()
+    n_configs = trials["config_id"].nunique()
+    save_run(make_run(n_tasks, n_configs, int(trials["repetition"].max()), run_id), wh)
+    t = _fit(trials, schemas.TRIALS)
+    s = _fit(scores.assign(**{c: scores[c].astype(str) for c in SCORE_STR}), schemas.SCORES)
+    base_t, base_s = root / "trials" / run_id, root / "scores" / run_id
+    if layout_name == "run":
+        base_t.mkdir(parents=True)
+        base_s.mkdir(parents=True)
+        # row groups of 64k rows, as a compaction would write (not one 5M-row group)
+        pq.write_table(t, base_t / "all.parquet", row_group_size=ROW_GROUP)
+        pq.write_table(s, base_s / "all.parquet", row_group_size=ROW_GROUP)
+        return 2
+    written = 0
+    t_key = _group_rows(
+        t, ["config_id", "repetition"] + (["task_id"] if layout_name == "trial" else [])
+    )
+    for key, rows in t_key:
+        part = (
+            layout.trial_part(key[0], key[1], key[2])
+            if layout_name == "trial"
+            else f"{layout.partition_dir(key[0], key[1])}/trials"
+        )
+        target = base_t / f"{part}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(t.take(rows), target)
+        written += 1
+    for key, rows in _group_rows(s, ["config_id", "repetition", "rescore_id"]):
+        target = base_s / f"{layout.score_part(key[0], key[1], key[2])}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(s.take(rows), target)
+        written += 1
+    return written
+
+
+SCORE_STR = ["run_id", "task_id", "config_id", "scorer", "scorer_group", "status", "rescore_id"]
+
+
+def _group_rows(table: pa.Table, keys: list[str]) -> list[tuple[tuple, np.ndarray]]:
+    frame = table.select(keys).to_pandas()
+    return [
+        (k if isinstance(k, tuple) else (k,), np.asarray(idx))
+        for k, idx in frame.groupby(keys, sort=True).indices.items()
+    ]
+
+
+def measure(root: Path, run_id: str) -> int:
+    """Child process: compute_derived on the warehouse at `root`, timed per step."""
     start = time.perf_counter()
-    out = fn()
-    timings.append((label, time.perf_counter() - start))
-    return out
+    from bench_pipeline.runs.derived import compute_derived
+    from bench_pipeline.warehouse.store import Warehouse
+
+    import_s = time.perf_counter() - start
+    start = time.perf_counter()
+    derived = compute_derived(Warehouse(root), run_id)
+    total = time.perf_counter() - start
+    hwm = _status_mib("VmHWM")
+    width = max(len(k) for k in derived.timings) + 2
+    print(f"  {'(import runs.derived)':<{width}}  {import_s:7.3f} s")
+    for label, seconds in derived.timings.items():
+        print(f"  {label:<{width}}  {seconds:7.3f} s")
+    print(f"  {'TOTAL compute_derived (read + every derived table)':<{width}}  {total:7.3f} s")
+    peak = hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of the measuring process (VmHWM): {peak:,.0f} MiB")
+    table = derived.tables["config_table"]
+    print(
+        table[
+            ["config_id", "trials", "overall", "pass_rate", "avg_cost_usd", "cost_coverage"]
+        ].to_string(index=False)
+    )
+    return 0
+
+
+def measure_reference(root: Path, run_id: str) -> int:
+    """Child process: the same tables by commit a5575a0's route (`Warehouse.read` of every
+    column into pandas, then its results package), kept as the oracle of the tests."""
+    start = time.perf_counter()
+    from bench_pipeline.warehouse.store import Warehouse
+    from bench_pipeline_tests import reference_a5575a0 as reference
+
+    import_s = time.perf_counter() - start
+    start = time.perf_counter()
+    wh = Warehouse(root)
+    trials, scores = reference.run_rows(wh, run_id)
+    read_s = time.perf_counter() - start
+    del trials, scores
+    start = time.perf_counter()
+    reference.derived_tables(wh, run_id)
+    total = time.perf_counter() - start
+    print(f"  (import a5575a0 results)  {import_s:7.3f} s")
+    print(f"  read trials + scores (Warehouse.read, every column)  {read_s:7.3f} s")
+    print(f"  TOTAL a5575a0 derived tables (read + every table)  {total:7.3f} s")
+    print(f"peak RSS of the measuring process (VmHWM): {_status_mib('VmHWM') or 0:,.0f} MiB")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,81 +348,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--configs", type=int, default=8)
     parser.add_argument("--reps", type=int, default=2500)
+    parser.add_argument("--layout", choices=["run", "partition", "trial"], default="run")
+    parser.add_argument("--keep", type=Path, help="write the warehouse here and keep it")
+    parser.add_argument(
+        "--also-a5575a0",
+        action="store_true",
+        help="also time commit a5575a0's route on the same files (the before figure)",
+    )
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--measure-reference", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.measure is not None:
+        return measure(args.measure, RUN_ID)
+    if args.measure_reference is not None:
+        return measure_reference(args.measure_reference, RUN_ID)
 
-    start = time.perf_counter()
-    trials, scores = generate(args.tasks, args.configs, args.reps)
-    gen_s = time.perf_counter() - start
-    print(f"generated {len(trials):,} trials and {len(scores):,} score rows in {gen_s:.2f} s")
-    mib = (trials.memory_usage(deep=True).sum() + scores.memory_usage(deep=True).sum()) / 2**20
-    print(f"input frames: {mib:,.0f} MiB; peak RSS after generation {_peak_mib():,.0f} MiB")
-
-    import gc
-
-    gc.collect()
-    rss_before = _status_mib("VmRSS")
-    peak_reset = _reset_peak()
-    timings: list[tuple[str, float]] = []
-    pt = _timed(
-        "per-trial results (trial_overall)", lambda: R.trial_overall(trials, scores), timings
-    )
-    table = _timed(
-        "config table (+CIs, pass@k)", lambda: R.config_table(trials, scores, per_trial=pt), timings
-    )
-    grid = _timed(
-        "task x config grid", lambda: R.task_config_grid(trials, scores, per_trial=pt), timings
-    )
-    _timed("recommendations", lambda: R.recommend(table), timings)
-    frontier = _timed("pareto frontier", lambda: R.pareto_frontier(table), timings)
-    by_tag = _timed(
-        "by tag (table)", lambda: R.config_table_by_tag(trials, scores, per_trial=pt), timings
-    )
-    _timed("by tag (recommendations)", lambda: R.recommendations_by_tag(by_tag), timings)
-    comparison = _timed(
-        "paired comparison (7 configs vs baseline)",
-        lambda: R.compare_all(trials, scores, per_trial=pt),
-        timings,
-    )
-    _timed("regressions", lambda: R.detect_regressions(table, table), timings)
-    derived = sum(t for _, t in timings)
-    chart = _timed("pareto chart (SVG)", lambda: R.pareto_chart_svg(frontier), timings)
-    _timed(
-        "HTML report",
-        lambda: R.render_report_html(
-            {"run_id": "run-perf", "suite": "perf"},
-            table,
-            grid,
-            R.recommend(table),
-            frontier,
-            chart,
-            by_tag=by_tag,
-            comparison=comparison,
-        ),
-        timings,
-    )
-    extra: list[tuple[str, float]] = []
-    latest = _timed("latest_scores (helper, 5.1M rows in)", lambda: R.latest_scores(scores), extra)
-
-    width = max(len(label) for label, _ in timings + extra)
-    for label, seconds in timings:
-        print(f"  {label:<{width}}  {seconds:7.3f} s")
-    print(f"  {'TOTAL derived tables (per-trial .. regressions)':<{width}}  {derived:7.3f} s")
-    print(f"  {'TOTAL incl. chart and report':<{width}}  {sum(t for _, t in timings):7.3f} s")
-    for label, seconds in extra:
-        print(f"  {label:<{width}}  {seconds:7.3f} s  ({len(latest):,} rows kept)")
-    print(f"peak memory (ru_maxrss, whole process): {_peak_mib():,.0f} MiB")
-    hwm = _status_mib("VmHWM")
-    if peak_reset and hwm is not None and rss_before is not None:
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        root = args.keep or Path(tmp) / "warehouse"
+        start = time.perf_counter()
+        trials, scores = generate(args.tasks, args.configs, args.reps, run_id=RUN_ID)
+        gen_s = time.perf_counter() - start
+        print(f"generated {len(trials):,} trials and {len(scores):,} score rows in {gen_s:.2f} s")
+        start = time.perf_counter()
+        files = write_warehouse(root, trials, scores, args.layout)
+        size = sum(p.stat().st_size for p in root.rglob("*.parquet")) / 2**20
         print(
-            f"derived tables: RSS before {rss_before:,.0f} MiB (the input frames), peak during "
-            f"{hwm:,.0f} MiB, increase {hwm - rss_before:,.0f} MiB"
+            f"wrote {files:,} Parquet files ({size:,.0f} MiB, layout {args.layout}) in "
+            f"{time.perf_counter() - start:.2f} s"
         )
-    print(
-        table[
-            ["config_id", "trials", "overall", "pass_rate", "avg_cost_usd", "cost_coverage"]
-        ].to_string(index=False)
-    )
-    return 0
+        del trials, scores
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        print("compute_derived (this commit), in a fresh process:")
+        child = subprocess.run(
+            [sys.executable, __file__, "--measure", str(root)], env=env, check=False
+        )
+        if args.also_a5575a0 and child.returncode == 0:
+            print("a5575a0's route on the same files, in a fresh process:")
+            child = subprocess.run(
+                [sys.executable, __file__, "--measure-reference", str(root)], env=env, check=False
+            )
+        return child.returncode
 
 
 if __name__ == "__main__":

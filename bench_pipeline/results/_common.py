@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import duckdb
 
 from bench_pipeline.formats.vocabulary import (
     SCORE_ERROR,
@@ -79,6 +82,8 @@ def to_arrow(frame: pd.DataFrame, columns: Sequence[str]) -> pa.Table:
 
 
 def connect() -> duckdb.DuckDBPyConnection:
+    import duckdb
+
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     return con
@@ -183,7 +188,7 @@ def last_of_max(group: np.ndarray, key: np.ndarray, n_groups: int) -> np.ndarray
     if len(rows) == 0:
         return best
     if n_groups <= 64:  # few groups (scorers of a run): masked max beats ufunc.at
-        for g in np.unique(group[rows]):
+        for g in np.flatnonzero(np.bincount(group[rows], minlength=n_groups)):
             sel = np.flatnonzero(group == g)
             k = key[sel]
             best[g] = sel[np.flatnonzero(k == k.max())[-1]]

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ._common import EPS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 LOWER_BETTER = {"avg_cost_usd", "avg_duration_seconds"}
 COST_AXES = {"avg_cost_usd"}
@@ -132,6 +134,10 @@ def pareto_frontier(
 def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None) -> Figure:
     excluded = frontier.loc[frontier["excluded_reason"].notna()]
     plotted = frontier.loc[frontier["excluded_reason"].isna()]
+    # matplotlib costs ~0.5 s to import: only a drawn chart pays for it.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(9.5 if len(excluded) else 7.0, 4.8))
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0.1, 0.12, 0.58 if len(excluded) else 0.85, 0.78))

@@ -78,7 +78,14 @@ TRIAL_COLUMNS = [
 ]
 CATEGORICAL = ("run_id", "task_id", "config_id", "outcome")
 
-__all__ = ["latest_scores", "latest_trials", "scorer_catalog", "trial_overall", "OUTCOME_SUCCEEDED"]
+__all__ = [
+    "latest_scores",
+    "latest_trial_overall",
+    "latest_trials",
+    "scorer_catalog",
+    "trial_overall",
+    "OUTCOME_SUCCEEDED",
+]
 
 
 def _key_codes(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
@@ -138,13 +145,18 @@ def latest_trials(trials: pd.DataFrame) -> pd.DataFrame:
     return trials.iloc[np.flatnonzero(keep)]
 
 
-def _catalog_arrays(scores: pd.DataFrame, tkey: np.ndarray) -> tuple[pd.DataFrame, tuple]:
+def _catalog_arrays(
+    scores: pd.DataFrame, tkey: np.ndarray, keep: np.ndarray | None = None
+) -> tuple[pd.DataFrame, tuple]:
     """The raw catalog (run_id, scorer, newest non-null scorer_group and weight) and the
     (run codes, run names, scorer codes, scorer names) of every score row."""
     run_c, run_u = str_codes(scores["run_id"])
     sc_c, sc_u = str_codes(scores["scorer"])
     n_sc = max(len(sc_u), 1)
-    gid = np.where((run_c >= 0) & (sc_c >= 0), run_c * n_sc + sc_c, -1)
+    valid = (run_c >= 0) & (sc_c >= 0)
+    if keep is not None:  # rows outside `keep` take no part (as if filtered out)
+        valid &= keep
+    gid = np.where(valid, run_c * n_sc + sc_c, -1)
     n_g = max(len(run_u), 1) * n_sc
     present = np.bincount(gid[gid >= 0], minlength=n_g) > 0
     cols: dict[str, list] = {"scorer_group": [None] * n_g, "weight": [None] * n_g}
@@ -204,9 +216,62 @@ def _group_members(catalog: pd.DataFrame) -> dict[str, list[str]]:
     return members
 
 
-def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per trial with its latest score per scorer, group values, overall and pass."""
-    trials = latest_trials(trials)
+def latest_trial_overall(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    trials_are_latest: bool = False,
+    trial_rows: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """`trial_overall(latest_trials(trials), latest_scores(scores))` in one pass over the scores:
+    the trial row of every score row is looked up once, the latest score per (trial, scorer) is
+    picked on those integer keys and the superseded rows are masked, never copied out.
+
+    Exact only when every score row names a trial of the one run in `trials` (then the trial row
+    stands for (run_id, trial_id)); otherwise it is the composition above, step by step.
+    `trials_are_latest`: `trials` is latest_trials' output already (skips that pass).
+    `trial_rows`: `lookup_rows(scores["trial_id"], trials["trial_id"])`, looked up by the
+    caller (so the score rows' trial ids need not be in memory with the other columns); a
+    -1 in it means `scores` must carry `trial_id` for the general route."""
+    if not trials_are_latest:
+        trials = latest_trials(trials)
+    if len(scores) == 0 or len(trials) == 0:
+        return trial_overall(trials, latest_scores(scores))
+    t_run, t_run_u = str_codes(trials["run_id"])
+    s_run, s_run_u = str_codes(scores["run_id"])
+    one_run = len(t_run_u) == 1 and (t_run == 0).all() and (s_run >= 0).all()
+    used = np.flatnonzero(np.bincount(s_run[s_run >= 0], minlength=len(s_run_u)))
+    if not one_run or {str(s_run_u[i]) for i in used} != {str(t_run_u[0])}:
+        return trial_overall(trials, latest_scores(scores))
+    row = (
+        trial_rows
+        if trial_rows is not None
+        else lookup_rows(scores["trial_id"], trials["trial_id"].reset_index(drop=True))
+    )
+    sc_c, sc_u = str_codes(scores["scorer"])
+    if (row < 0).any() or (sc_c < 0).any():
+        return trial_overall(trials, latest_scores(scores))
+    key = row * len(sc_u) + sc_c
+    tkey = time_key(scores.get("scored_at"), len(scores))
+    keep = _latest_per_key(key, tkey)
+    del key
+    return trial_overall(trials, scores, _keep=keep, _row=row, _tkey=tkey, _latest=True)
+
+
+def trial_overall(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    _keep: np.ndarray | None = None,
+    _row: np.ndarray | None = None,
+    _tkey: np.ndarray | None = None,
+    _latest: bool = False,
+) -> pd.DataFrame:
+    """One row per trial with its latest score per scorer, group values, overall and pass.
+    (Private: latest_trial_overall's mask of the rows to use, their trial rows, their time keys
+    and that `trials` is already latest_trials' output.)"""
+    if not _latest:
+        trials = latest_trials(trials)
     base = trials.loc[:, [c for c in TRIAL_COLUMNS if c in trials.columns]].reset_index(drop=True)
     n = len(base)
     for col in CATEGORICAL:
@@ -215,8 +280,8 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     run_codes = base["run_id"].cat.codes.to_numpy().astype(np.int64)
     run_names = list(base["run_id"].cat.categories.astype(object))
     if len(scores):
-        tkey = time_key(scores.get("scored_at"), len(scores))
-        raw, (s_run, s_run_u, s_sc, s_sc_u) = _catalog_arrays(scores, tkey)
+        tkey = _tkey if _tkey is not None else time_key(scores.get("scored_at"), len(scores))
+        raw, (s_run, s_run_u, s_sc, s_sc_u) = _catalog_arrays(scores, tkey, _keep)
         catalog = _finish_catalog(raw)
     else:
         catalog = _finish_catalog(
@@ -231,14 +296,21 @@ def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     cost_known = np.zeros(n, dtype=bool)
     if scorers and n:
         n_s = len(scorers)
-        row = _match_trials(base, run_codes, run_names, scores, s_run, s_run_u)
+        row = (
+            _row
+            if _row is not None
+            else _match_trials(base, run_codes, run_names, scores, s_run, s_run_u)
+        )
         sc_map = np.array([scorers.index(x) if x in scorers else -1 for x in s_sc_u] + [-1])
         sc = sc_map[s_sc]  # -1 (null scorer) takes the trailing -1
         del s_run, s_sc
         ok = (row >= 0) & (sc >= 0)
+        if _keep is not None:
+            ok &= _keep
         cell = np.where(ok, row * n_s + sc, -1)
         del row, sc
-        win = _latest_per_key(cell, tkey) & ok  # one winner per (trial, scorer)
+        # one winner per (trial, scorer); `_keep` holds exactly one row per cell already
+        win = ok if _keep is not None else _latest_per_key(cell, tkey) & ok
         del tkey
         src = np.flatnonzero(win)
         cell = cell[src]

@@ -9,21 +9,26 @@ and `bench report` all go through `compute_derived`.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench_pipeline import results as R
 from bench_pipeline.formats.registry import AGENT_KINDS, uses_judge
-from bench_pipeline.results import verdicts
-from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
-from bench_pipeline.results.scores import latest_trials
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, agent_drift, load_run
 from bench_pipeline.runs.status import status_of
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from bench_pipeline.results import verdicts
+
+T = TypeVar("T")
 
 DERIVED_TABLES = (
     "config_table",
@@ -49,6 +54,7 @@ class Derived:
     notes: list[str] = field(default_factory=list)
     scorers: tuple[str, ...] = ()  # the launch's plus any a rescore added
     judge_status: str | None = None  # calibration of the judge, when a judge scorer is used
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step (perf/analysis.py)
 
     @property
     def baseline_config(self) -> str | None:
@@ -99,7 +105,8 @@ def pin_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
 
 
 def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's trials (latest row per trial) and scores (latest row per trial x scorer)."""
+    """Every column of the run's trials (latest row per trial) and scores (latest row per
+    trial x scorer)."""
     trials = warehouse.read("trials", run_id)
     scores = warehouse.read("scores", run_id)
     if not trials.empty:
@@ -107,6 +114,114 @@ def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
     if not scores.empty:
         scores = R.latest_scores(scores)
     return trials, scores
+
+
+# The columns the derived tables read (the trials': results.scores.TRIAL_COLUMNS + attempt_no,
+# looked up when reading, so importing this module imports no pandas): everything else (error
+# texts, evidence paths, reasons, details of non-assert scores) stays on disk. Low-cardinality
+# strings come back categorical.
+TRIAL_CATEGORICAL = (
+    "run_id",
+    "suite",
+    "task_set_revision",
+    "task_id",
+    "config_id",
+    "difficulty",
+    "agent",
+    "agent_kind",
+    "model",
+    "effort",
+    "config_hash",
+    "factory_ref",
+    "outcome",
+    "cost_unknown_reason",
+)
+SCORE_READ = (
+    "run_id",
+    "trial_id",
+    "scorer",
+    "scorer_group",
+    "weight",
+    "status",
+    "value",
+    "cost_usd",
+    "scored_at",
+)
+SCORE_CATEGORICAL = ("run_id", "scorer", "scorer_group", "status")
+ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json")
+FEW_FILES = 64  # up to this many score files, read the trial ids apart (less memory)
+
+
+def derived_rows(
+    warehouse: Warehouse, run_id: str
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray | None]:
+    """The run's trials (latest row per trial), ALL its score rows and the trial row of each
+    score row (`R.latest_trial_overall` picks the latest scores itself), only the columns the
+    derived tables read, compact. The score rows' trial ids are read first, looked up and
+    dropped before the other columns are read: at a million trials they are the biggest column.
+    When a score row names no trial (rows -1), `scores` keeps its `trial_id` column instead."""
+    import pyarrow as pa
+
+    from bench_pipeline.results._common import lookup_rows
+    from bench_pipeline.warehouse.columns import read_columns
+
+    trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
+    trials = read_columns(warehouse, "trials", run_id, trial_read, categorical=TRIAL_CATEGORICAL)
+    if len(trials):
+        trials = R.latest_trials(trials)
+    files = warehouse.files("scores", run_id)  # both reads see the same files
+    if len(files) > FEW_FILES:
+        # Many small files (a run as written, one per partition and rescore): opening each
+        # file costs more than holding the ids beside the other columns, so read them once.
+        scores = read_columns(
+            warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL, files=files
+        )
+        rows = lookup_rows(scores["trial_id"], trials["trial_id"].reset_index(drop=True))
+        if (rows < 0).any():
+            return trials, scores, None
+        return trials, scores.drop(columns="trial_id"), rows.astype("int32")
+    ids = read_columns(warehouse, "scores", run_id, ["trial_id"], files=files)["trial_id"]
+    rows = lookup_rows(ids, trials["trial_id"].reset_index(drop=True)).astype("int32")
+    orphans = bool((rows < 0).any())
+    if not orphans:  # the ids' strings and the lookup's hash table go before the next read
+        del ids
+        pa.default_memory_pool().release_unused()
+    columns = [c for c in SCORE_READ if c != "trial_id"]
+    scores = read_columns(
+        warehouse, "scores", run_id, columns, categorical=SCORE_CATEGORICAL, files=files
+    )
+    if len(rows) != len(scores):  # a file rewritten between the two reads: read it all at once
+        scores = read_columns(
+            warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL
+        )
+        return trials, scores, None
+    if orphans:
+        scores.insert(1, "trial_id", ids.to_numpy())
+        return trials, scores, None
+    return trials, scores, rows
+
+
+def assert_rows(warehouse: Warehouse, run_id: str, scores: pd.DataFrame) -> pd.DataFrame:
+    """The latest `assert` score rows with their details (what scenario_turns reads); `scores`,
+    the run's score rows already read, tell whether there are any (no second scan if not)."""
+    import pyarrow.dataset as ds
+
+    if not (scores["scorer"] == "assert").any():
+        return scores.iloc[:0]  # no turns: scenario_turns gives its empty table
+
+    from bench_pipeline.warehouse.columns import read_columns
+
+    rows = read_columns(
+        warehouse, "scores", run_id, ASSERT_READ, where=ds.field("scorer") == "assert"
+    )
+    return R.latest_scores(rows) if len(rows) else rows
+
+
+def _timed(timings: dict[str, float], label: str, fn: Callable[[], T]) -> T:
+    start = time.perf_counter()
+    out = fn()
+    timings[label] = timings.get(label, 0.0) + time.perf_counter() - start
+    return out
 
 
 def compute_derived(
@@ -117,11 +232,22 @@ def compute_derived(
     use_pinned_baseline: bool = True,
     chart_dir: Path | None = None,
 ) -> Derived:
+    import pandas as pd
+
+    from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
+
+    timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    trials, scores = run_rows(warehouse, run_id)
+    trials, scores, rows = _timed(
+        timings, "read trials + scores", lambda: derived_rows(warehouse, run_id)
+    )
     if trials.empty:
         raise LookupError(f"run {run_id} has no trials yet")
-    per_trial = R.trial_overall(trials, scores)
+    per_trial = _timed(
+        timings,
+        "per-trial results",
+        lambda: R.latest_trial_overall(trials, scores, trials_are_latest=True, trial_rows=rows),
+    )
     notes: list[str] = []
     status = status_of(warehouse, run_id) or {}
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
@@ -150,45 +276,77 @@ def compute_derived(
             notes.append(base_note)
             base_id = None
         else:
-            bt, bs = run_rows(warehouse, base_id)
-            baseline_table = R.config_table(bt, bs) if not bt.empty else None
-            baseline_per_trial = R.trial_overall(bt, bs) if not bt.empty else None
+
+            def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+                bt, bs, b_rows = derived_rows(warehouse, base_id)
+                if bt.empty:
+                    return None, None
+                bpt = R.latest_trial_overall(bt, bs, trials_are_latest=True, trial_rows=b_rows)
+                return R.config_table(bt, bs, per_trial=bpt), bpt
+
+            baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
-    table = R.config_table(trials, scores, baseline_table, per_trial=per_trial)
+    table = _timed(
+        timings,
+        "config table",
+        lambda: R.config_table(trials, scores, baseline_table, per_trial=per_trial),
+    )
     table = _annotate_controls(_annotate_judge(table, run, scorers, judge), run)
-    grid = R.task_config_grid(trials, scores, per_trial=per_trial)
-    recs = R.recommend(table)
-    frontier = R.pareto_frontier(table)
-    by_tag = _annotate_controls(R.config_table_by_tag(trials, scores, per_trial=per_trial), run)
-    comparison = R.compare_all(trials, scores, per_trial=per_trial)
+    grid = _timed(
+        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
+    )
+    recs = _timed(timings, "recommendations", lambda: R.recommend(table))
+    frontier = _timed(timings, "pareto frontier", lambda: R.pareto_frontier(table))
+    by_tag = _timed(
+        timings,
+        "config table by tag",
+        lambda: _annotate_controls(R.config_table_by_tag(trials, scores, per_trial=per_trial), run),
+    )
+    comparison = _timed(
+        timings,
+        "paired comparison",
+        lambda: R.compare_all(trials, scores, per_trial=per_trial),
+    )
     if baseline_table is not None and base_id:
-        regressions = R.detect_regressions(
-            table,
-            baseline_table,
-            {
-                "overall": run.launch.suite.tolerance.overall,
-                "cost": run.launch.suite.tolerance.cost,
-            },
-            suite=run.suite,
-            run_id=run_id,
-            baseline_run_id=base_id,
-            current_trials=per_trial,
-            baseline_trials=baseline_per_trial,
+        regressions = _timed(
+            timings,
+            "regressions",
+            lambda: R.detect_regressions(
+                table,
+                baseline_table,
+                {
+                    "overall": run.launch.suite.tolerance.overall,
+                    "cost": run.launch.suite.tolerance.cost,
+                },
+                suite=run.suite,
+                run_id=run_id,
+                baseline_run_id=base_id,
+                current_trials=per_trial,
+                baseline_trials=baseline_per_trial,
+            ),
         )
     else:
         regressions = pd.DataFrame(columns=REGRESSION_COLUMNS)
     tables = {
         "config_table": table,
         "task_grid": grid,
-        "recommendations": R.recommendations_frame(table),
+        "recommendations": _timed(
+            timings, "recommendations", lambda: R.recommendations_frame(table)
+        ),
         "pareto_frontier": frontier,
         "config_table_by_tag": by_tag,
-        "recommendations_by_tag": R.recommendations_by_tag(by_tag),
+        "recommendations_by_tag": _timed(
+            timings, "recommendations by tag", lambda: R.recommendations_by_tag(by_tag)
+        ),
         "paired_comparison": comparison,
         "regressions": regressions,
-        "scenario_turns": scenario_turns(scores),
+        "scenario_turns": _timed(
+            timings,
+            "scenario turns",
+            lambda: scenario_turns(assert_rows(warehouse, run_id, scores)),
+        ),
     }
     for frame in tables.values():
         if "run_id" not in frame.columns:
@@ -202,10 +360,17 @@ def compute_derived(
         notes=notes,
         scorers=scorers,
         judge_status=judge_status,
+        timings=timings,
     )
     if chart_dir is not None:
-        derived.chart_png = R.pareto_chart(
-            frontier, chart_dir / f"{run_id}-pareto.png", baseline_config=derived.baseline_config
+        derived.chart_png = _timed(
+            timings,
+            "pareto chart",
+            lambda: R.pareto_chart(
+                frontier,
+                chart_dir / f"{run_id}-pareto.png",
+                baseline_config=derived.baseline_config,
+            ),
         )
     return derived
 
@@ -330,6 +495,8 @@ def _storable(frame: pd.DataFrame) -> pd.DataFrame:
 def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
     """Per (task, config, turn) of text and scenario tasks: passed only when the turn passed in
     every repetition (pass^N), with latency, tokens and cost averaged over the repetitions."""
+    import pandas as pd
+
     from bench_pipeline.scorers.asserts import turn_pass_hat_n
 
     columns = ["task_id", "config_id", "turn", "repetitions", "passes", "passed", "pass_rate"]
@@ -357,6 +524,9 @@ def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
 
 def result_verdicts(warehouse: Warehouse, derived: Derived) -> list[verdicts.Verdict]:
     """The asset checks of a run's results (grader integrity, cost coverage, regressions)."""
+    from bench_pipeline.results import verdicts
+    from bench_pipeline.results.scores import latest_trials
+
     tables = derived.tables
     return [
         verdicts.grader_integrity(latest_trials(warehouse.read("trials", derived.run.run_id))),

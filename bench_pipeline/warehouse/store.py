@@ -14,15 +14,19 @@ import re
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.warehouse import schemas as tables
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and duckdb are imported where a frame is built or a query run: a `bench` command that
+# only writes JSON records or lists files does not pay for them.
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,8 @@ class Warehouse:
         self, table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame, run_id: str, part: str
     ) -> Path:
         """Write rows as `<table>/<run_id>/<part>.parquet`, atomically. Replaces only that part."""
+        import pandas as pd
+
         frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
         schema = SCHEMAS.get(table)
         if schema is not None:
@@ -140,6 +146,8 @@ class Warehouse:
         """All rows of `table` (optionally of one run, and of one sub-folder of it such as a
         partition "<config>/rep<N>") as a DataFrame; empty with the schema's columns when
         nothing was written yet."""
+        import pandas as pd
+
         files = self.files(table, run_id, under)
         schema = SCHEMAS.get(table)
         if not files:
@@ -162,6 +170,8 @@ class Warehouse:
         self, files: list[Path], schema: pa.Schema | None, where: str | None
     ) -> pd.DataFrame:
         if not files:
+            import pandas as pd
+
             return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
         return self._read_files(files, schema, where)
 
@@ -172,6 +182,8 @@ class Warehouse:
             # A partition's few small files: pyarrow alone is several times faster than a
             # DuckDB scan, and every partition step reads its own rows.
             return pa.concat_tables([pq.read_table(f, schema=schema) for f in files]).to_pandas()
+        import duckdb
+
         con = duckdb.connect()
         try:
             sql = f"SELECT * FROM read_parquet({[str(f) for f in files]!r}, union_by_name=true)"
@@ -201,6 +213,8 @@ class Warehouse:
             p.name for p in self.root.iterdir() if p.is_dir() and any(p.glob("**/*.parquet"))
         )
         tmp = self.duckdb_path.with_name(f".{self.duckdb_path.name}.{uuid.uuid4().hex}.tmp")
+        import duckdb
+
         con = duckdb.connect()
         try:
             con.execute(f"ATTACH '{tmp}' AS w (STORAGE_VERSION '{DUCKDB_STORAGE_VERSION}')")
@@ -219,6 +233,8 @@ class Warehouse:
 
     def query(self, sql: str) -> pd.DataFrame:
         self.refresh_views()
+        import duckdb
+
         con = duckdb.connect(str(self.duckdb_path), read_only=True)
         try:
             return con.execute(sql).df()

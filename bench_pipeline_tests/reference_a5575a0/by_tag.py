@@ -1,0 +1,89 @@
+"""Config table and recommendations per task tag of one run.
+
+`config_table_by_tag(trials, scores, *, per_trial=None)` -> one row per (tag, config_id):
+`tag` first, then the config table columns (see config_table). Tasks with no tags go under
+`-` (a reserved tag name); a task with several tags counts in each of them.
+
+`recommendations_by_tag(by_tag_table)` -> recommendations_frame rows with a leading `tag`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bench_pipeline.formats.vocabulary import UNTAGGED
+
+from ._common import first_rows, single_run, str_codes
+from .config_table import aggregate_trials, catalog_for, cell_stats, finish_cells, group_index
+from .recommend import recommendations_frame
+from .scores import trial_overall
+
+
+def _tag_list(value: object) -> list[str]:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    if isinstance(value, str):
+        return [value] if value else []
+    return [str(t) for t in value if t is not None and str(t) != ""]
+
+
+def task_tags(per_trial: pd.DataFrame) -> dict[str, list[str]]:
+    """task_id -> its tags (first row per task; `-` when untagged)."""
+    first = per_trial.drop_duplicates("task_id")
+    tags = first["tags"] if "tags" in first else pd.Series([[]] * len(first), index=first.index)
+    return {
+        str(task): (_tag_list(t) or [UNTAGGED])
+        for task, t in zip(first["task_id"].astype(object), tags, strict=True)
+    }
+
+
+def config_table_by_tag(
+    trials: pd.DataFrame, scores: pd.DataFrame, *, per_trial: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Config table per tag (see module doc).
+
+    Tags are exploded at the task level: per-(config, task) sums are computed once over the
+    trials, then every (config, task) cell feeds the (tag, config) row of each of its task's
+    tags. Clustered CIs and pass@k need exactly these per-task sums."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    single_run(pt, "config_table_by_tag")
+    catalog = catalog_for(pt, scores)
+    k = int(pt["repetition"].nunique()) if len(pt) else 0
+    if len(pt) == 0:
+        return aggregate_trials(
+            pt.assign(tag=pd.Series(dtype=object)), ["tag", "config_id"], catalog, k
+        )
+    inv, cfg_first, n_cfg = group_index(pt, ["config_id"])
+    cells = cell_stats(pt, inv, n_cfg, catalog)
+    task_codes, task_names = str_codes(pt["task_id"])
+    first = first_rows(task_codes, len(task_names))
+    raw_tags = pt["tags"] if "tags" in pt else None
+    tags_of: list[list[str]] = []
+    for row in first:
+        value = raw_tags.iloc[row] if raw_tags is not None and row >= 0 else []
+        tags_of.append(list(dict.fromkeys(_tag_list(value))) or [UNTAGGED])
+    tag_names = sorted({t for tags in tags_of for t in tags})
+    tag_index = {t: i for i, t in enumerate(tag_names)}
+    take, out_key = [], []
+    for c, (g, t) in enumerate(zip(cells["group"], cells["task"], strict=True)):
+        if t < 0:
+            continue
+        for tag in tags_of[t]:
+            take.append(c)
+            out_key.append(tag_index[tag] * n_cfg + g)
+    take_a = np.asarray(take, dtype=np.int64)
+    uniq, group = np.unique(np.asarray(out_key, dtype=np.int64), return_inverse=True)
+    key_values = {
+        "tag": pd.Series([tag_names[u // n_cfg] for u in uniq], dtype=object),
+        "config_id": pt["config_id"].iloc[cfg_first[uniq % n_cfg]].reset_index(drop=True),
+    }
+    out = finish_cells(
+        pt, cells, group, len(uniq), key_values, ["tag", "config_id"], catalog, k, take=take_a
+    )
+    return out.sort_values(["tag", "config_id"]).reset_index(drop=True)
+
+
+def recommendations_by_tag(by_tag_table: pd.DataFrame) -> pd.DataFrame:
+    """Best quality / most efficient / lowest cost per tag."""
+    return recommendations_frame(by_tag_table, keys=["tag"])

@@ -1,0 +1,498 @@
+"""Paired comparison of a candidate config against a baseline.
+
+The baseline is another config of the same run or the same config id in another run. Trials
+pair by (task_id, repetition); only pairs present on both sides count.
+
+`paired_trials(trials, scores, candidate, baseline, *, candidate_run_id=None,
+baseline_run_id=None, per_trial=None)` -> one row per pair: `task_id`, `repetition`,
+`holdout`, `candidate_trial_id`, `baseline_trial_id`, `candidate_outcome`,
+`baseline_outcome`, `candidate_pass`, `baseline_pass` (nullable booleans: primary scorer == 1),
+`candidate_overall`, `baseline_overall`,
+`candidate_cost_usd`, `baseline_cost_usd`, `candidate_duration_seconds`,
+`baseline_duration_seconds`, `excluded` (null | "infrastructure": either outcome is
+invalidated/workspace_error or either primary score is inconclusive | "unscored": either primary
+score is error/missing/not_scored).
+
+`paired_comparison(...)` (same arguments) -> dict with `candidate_config`,
+`candidate_run_id`, `baseline_config`, `baseline_run_id`, `primary_scorer`, `pairs_matched`
+(all pairs), `pairs` (counted: not holdout, not excluded) = `both_pass` + `candidate_only` +
+`baseline_only` + `neither`; `infra_excluded`, `unscored_excluded` (over all pairs, holdout
+included); `holdout_pairs`, `holdout_both_pass`, `holdout_candidate_only`,
+`holdout_baseline_only`, `holdout_neither` (holdout pairs not excluded); `unpaired_candidate`,
+`unpaired_baseline` (trials without a partner); `tasks` (unique tasks among counted pairs),
+`candidate_tasks_all_pass`, `baseline_tasks_all_pass` (tasks whose every counted repetition
+passed on that side); `sign_wins`, `sign_losses`, `sign_ties`, `sign_test_p` (two-sided exact
+sign test over unique tasks: per task the sign of candidate passes minus baseline passes;
+ties dropped; p = min(1, 2 * P(Bin(n, .5) <= min(wins, losses)))); `cost_pairs`,
+`cost_delta_mean_usd` (mean candidate - baseline cost over counted pairs where both succeeded
+and both costs are known), `duration_pairs`, `duration_delta_mean_seconds` (same, both
+durations known); `candidate_spend_usd`, `baseline_spend_usd` (all counted trials, failed
+ones included; null when any cost is unknown), `candidate_cost_per_accepted_usd`,
+`baseline_cost_per_accepted_usd` (spend / passing trials; null when spend unknown or no pass);
+then the paired effect sizes of `effects.paired_effects` over the counted pairs: `overall_delta`
+and `pass_rate_delta` with 95% cluster-bootstrap intervals, the sign-flip p of the overall
+difference, McNemar's exact p, and intervals of the cost and duration deltas.
+
+`compare_all(trials, scores, baseline_config=None, *, per_trial=None)` -> one row per other
+config of ONE run, columns as the dict above; the baseline defaults to the is_baseline config,
+else the first config in trial order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
+
+from ._common import nan_to_none, single_run, str_codes
+from .effects import paired_effects
+from .scores import trial_overall
+
+SIDE_COLUMNS = [
+    "trial_id",
+    "outcome",
+    "passed",
+    "primary_status",
+    "overall",
+    "cost_usd",
+    "duration_seconds",
+]
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: min(1, 2 * P(Bin(n, 1/2) <= min(wins, losses)))."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def _side(pt: pd.DataFrame, config_id: str, run_id: str | None, role: str) -> pd.DataFrame:
+    mask = (pt["config_id"] == config_id).to_numpy(dtype=bool)
+    if run_id is not None:
+        mask = mask & (pt["run_id"] == run_id).to_numpy(dtype=bool)
+    sub = pt.loc[mask]
+    runs = pd.unique(sub["run_id"].to_numpy())
+    if len(runs) > 1:
+        raise ValueError(
+            f"{role} config {config_id!r} appears in {len(runs)} runs; pass {role}_run_id"
+        )
+    if len(sub) == 0:
+        raise ValueError(
+            f"{role} config {config_id!r} has no trials" + (f" in run {run_id!r}" if run_id else "")
+        )
+    return sub
+
+
+def paired_trials(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    candidate: str,
+    baseline: str,
+    *,
+    candidate_run_id: str | None = None,
+    baseline_run_id: str | None = None,
+    per_trial: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per (task_id, repetition) present on both sides (see module doc)."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    return _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id)[0]
+
+
+def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=True):
+    cand = _side(pt, candidate, candidate_run_id, "candidate")
+    base = _side(pt, baseline, baseline_run_id, "baseline")
+
+    tasks = pt["task_id"]
+    if not isinstance(tasks.dtype, pd.CategoricalDtype):
+        tasks = tasks.astype("category")
+    task_names = tasks.cat.categories
+
+    def frame(sub: pd.DataFrame, prefix: str) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {
+                "_task": tasks.loc[sub.index].cat.codes.to_numpy(),
+                "repetition": sub["repetition"].to_numpy(),
+                f"{prefix}_holdout": sub["holdout"].fillna(False).astype(bool).to_numpy()
+                if "holdout" in sub
+                else False,
+            }
+        )
+        for col in SIDE_COLUMNS:
+            if col == "trial_id" and not with_ids:
+                continue
+            values = sub[col] if col in sub else pd.Series(np.nan, index=sub.index)
+            name = {"trial_id": "trial_id", "passed": "pass"}.get(col, col)
+            out[f"{prefix}_{name}"] = values.array
+        return out
+
+    c, b = frame(cand, "candidate"), frame(base, "baseline")
+    pairs = c.merge(b, on=["_task", "repetition"], how="inner")
+    pairs["holdout"] = pairs.pop("candidate_holdout") | pairs.pop("baseline_holdout")
+    infra = (
+        pairs["candidate_outcome"].isin(list(INFRA_OUTCOMES)).to_numpy(dtype=bool)
+        | pairs["baseline_outcome"].isin(list(INFRA_OUTCOMES)).to_numpy(dtype=bool)
+        | (pairs["candidate_primary_status"] == SCORE_INCONCLUSIVE)
+        .fillna(False)
+        .to_numpy(dtype=bool)
+        | (pairs["baseline_primary_status"] == SCORE_INCONCLUSIVE)
+        .fillna(False)
+        .to_numpy(dtype=bool)
+    )
+    unscored = (pairs["candidate_pass"].isna() | pairs["baseline_pass"].isna()).to_numpy(dtype=bool)
+    pairs["excluded"] = pd.Categorical.from_codes(
+        np.where(infra, 0, np.where(unscored, 1, -1)), categories=["infrastructure", "unscored"]
+    )
+    pairs = pairs.sort_values(["_task", "repetition"]).reset_index(drop=True)
+    if with_ids:
+        pairs["task_id"] = np.asarray(task_names, dtype=object)[pairs["_task"].to_numpy()]
+        pairs["excluded"] = pairs["excluded"].astype(object).where(pairs["excluded"].notna(), None)
+        for col in ("candidate_outcome", "baseline_outcome"):
+            pairs[col] = pairs[col].astype(object)
+    cols = [
+        "task_id",
+        "repetition",
+        "holdout",
+        "candidate_trial_id",
+        "baseline_trial_id",
+        "candidate_outcome",
+        "baseline_outcome",
+        "candidate_pass",
+        "baseline_pass",
+        "candidate_overall",
+        "baseline_overall",
+        "candidate_cost_usd",
+        "baseline_cost_usd",
+        "candidate_duration_seconds",
+        "baseline_duration_seconds",
+        "excluded",
+    ]
+    meta = {
+        "candidate_run_id": str(cand["run_id"].astype(object).iloc[0]),
+        "baseline_run_id": str(base["run_id"].astype(object).iloc[0]),
+        "unpaired_candidate": len(c) - len(pairs),
+        "unpaired_baseline": len(b) - len(pairs),
+        "primary_scorer": nan_to_none(cand["primary_scorer"].astype(object).iloc[0]),
+    }
+    if not with_ids:
+        cols = ["_task", *cols[1:]]
+    return pairs[[c for c in cols if c in pairs.columns]], meta
+
+
+def _counts(cp: np.ndarray, bp: np.ndarray, prefix: str = "") -> dict[str, int]:
+    return {
+        f"{prefix}both_pass": int((cp & bp).sum()),
+        f"{prefix}candidate_only": int((cp & ~bp).sum()),
+        f"{prefix}baseline_only": int((~cp & bp).sum()),
+        f"{prefix}neither": int((~cp & ~bp).sum()),
+    }
+
+
+def _spend(cost: pd.Series, passes: int) -> tuple[float | None, float | None]:
+    if len(cost) == 0 or cost.isna().any():
+        return None, None
+    total = float(cost.sum())
+    return total, (total / passes if passes else None)
+
+
+def paired_comparison(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    candidate: str,
+    baseline: str,
+    *,
+    candidate_run_id: str | None = None,
+    baseline_run_id: str | None = None,
+    per_trial: pd.DataFrame | None = None,
+) -> dict:
+    """Paired counts, sign test and deltas of candidate vs baseline (see module doc)."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    pairs, meta = _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=False)
+    return summarize_pairs(pairs, candidate, baseline, meta)
+
+
+def summarize_pairs(pairs: pd.DataFrame, candidate: str, baseline: str, meta: dict) -> dict:
+    """The summary dict of paired_comparison from a paired_trials frame."""
+    kept = pairs.loc[pairs["excluded"].isna().to_numpy()]
+    hold_mask = kept["holdout"].astype(bool).to_numpy()
+    main = kept.loc[~hold_mask]
+    hold = kept.loc[hold_mask]
+    cp = main["candidate_pass"].to_numpy(dtype=bool)
+    bp = main["baseline_pass"].to_numpy(dtype=bool)
+    hcp = hold["candidate_pass"].to_numpy(dtype=bool)
+    hbp = hold["baseline_pass"].to_numpy(dtype=bool)
+    per_task = (
+        pd.DataFrame(
+            {
+                "task": main["_task" if "_task" in main else "task_id"].to_numpy(),
+                "c": cp.astype(int),
+                "b": bp.astype(int),
+            }
+        )
+        .groupby("task", observed=True)
+        .agg(c=("c", "sum"), b=("b", "sum"), n=("c", "size"))
+    )
+    diff = per_task["c"] - per_task["b"]
+    wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
+    both_ok = (main["candidate_outcome"] == OUTCOME_SUCCEEDED).to_numpy(dtype=bool) & (
+        main["baseline_outcome"] == OUTCOME_SUCCEEDED
+    ).to_numpy(dtype=bool)
+    cost_ok = (
+        both_ok
+        & (main["candidate_cost_usd"].notna() & main["baseline_cost_usd"].notna()).to_numpy()
+    )
+    dur_ok = (
+        both_ok
+        & (
+            main["candidate_duration_seconds"].notna() & main["baseline_duration_seconds"].notna()
+        ).to_numpy()
+    )
+    cost_delta = main.loc[cost_ok, "candidate_cost_usd"] - main.loc[cost_ok, "baseline_cost_usd"]
+    dur_delta = (
+        main.loc[dur_ok, "candidate_duration_seconds"]
+        - main.loc[dur_ok, "baseline_duration_seconds"]
+    )
+    c_spend, c_per = _spend(main["candidate_cost_usd"].astype(float), int(cp.sum()))
+    b_spend, b_per = _spend(main["baseline_cost_usd"].astype(float), int(bp.sum()))
+    excluded = pairs["excluded"]
+    task_of = main["_task" if "_task" in main else "task_id"].to_numpy()
+    effect_fields = paired_effects(
+        task_of,
+        main["candidate_overall"].to_numpy(dtype=float, na_value=np.nan),
+        main["baseline_overall"].to_numpy(dtype=float, na_value=np.nan),
+        cp,
+        bp,
+        task_of[cost_ok],
+        cost_delta.to_numpy(dtype=float),
+        task_of[dur_ok],
+        dur_delta.to_numpy(dtype=float),
+    )
+    return {
+        "candidate_config": candidate,
+        "candidate_run_id": meta["candidate_run_id"],
+        "baseline_config": baseline,
+        "baseline_run_id": meta["baseline_run_id"],
+        "primary_scorer": meta["primary_scorer"],
+        "pairs_matched": len(pairs),
+        "pairs": len(main),
+        **_counts(cp, bp),
+        "infra_excluded": int((excluded == "infrastructure").sum()),
+        "unscored_excluded": int((excluded == "unscored").sum()),
+        "holdout_pairs": len(hold),
+        **_counts(hcp, hbp, "holdout_"),
+        "unpaired_candidate": meta["unpaired_candidate"],
+        "unpaired_baseline": meta["unpaired_baseline"],
+        "tasks": len(per_task),
+        "candidate_tasks_all_pass": int((per_task["c"] == per_task["n"]).sum()),
+        "baseline_tasks_all_pass": int((per_task["b"] == per_task["n"]).sum()),
+        **_sign_and_cost(
+            wins,
+            losses,
+            diff,
+            cost_ok,
+            cost_delta,
+            dur_ok,
+            dur_delta,
+            (c_spend, b_spend, c_per, b_per),
+        ),
+        **effect_fields,
+    }
+
+
+def _sign_and_cost(
+    wins: int,
+    losses: int,
+    diff: np.ndarray,
+    cost_ok: np.ndarray,
+    cost_delta: np.ndarray,
+    dur_ok: np.ndarray,
+    dur_delta: np.ndarray,
+    spend: tuple[object, object, object, object],
+) -> dict:
+    """The sign test, cost/duration deltas and spend fields shared by both comparison paths."""
+    c_spend, b_spend, c_per, b_per = spend
+    return {
+        "sign_wins": wins,
+        "sign_losses": losses,
+        "sign_ties": int((diff == 0).sum()),
+        "sign_test_p": sign_test_p(wins, losses),
+        "cost_pairs": int(cost_ok.sum()),
+        "cost_delta_mean_usd": float(cost_delta.mean()) if len(cost_delta) else None,
+        "duration_pairs": int(dur_ok.sum()),
+        "duration_delta_mean_seconds": float(dur_delta.mean()) if len(dur_delta) else None,
+        "candidate_spend_usd": c_spend,
+        "baseline_spend_usd": b_spend,
+        "candidate_cost_per_accepted_usd": c_per,
+        "baseline_cost_per_accepted_usd": b_per,
+    }
+
+
+def compare_all(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    baseline_config: str | None = None,
+    *,
+    per_trial: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Every other config of one run against the baseline config, one row each."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    single_run(pt, "compare_all")
+    configs = [str(c) for c in pd.unique(pt["config_id"].to_numpy())]
+    if baseline_config is None:
+        base_rows = (
+            pt.loc[pt["is_baseline"].fillna(False).astype(bool)]
+            if "is_baseline" in pt
+            else pt.iloc[:0]
+        )
+        baseline_config = (
+            str(base_rows["config_id"].astype(object).iloc[0])
+            if len(base_rows)
+            else (configs[0] if configs else None)
+        )
+    others = [cfg for cfg in configs if cfg != baseline_config]
+    if not others:
+        return pd.DataFrame([])
+    fast = _FastPairs(pt)
+    rows = [
+        fast.summary(cfg, str(baseline_config))
+        or paired_comparison(trials, scores, cfg, str(baseline_config), per_trial=pt)
+        for cfg in others
+    ]
+    return pd.DataFrame(rows)
+
+
+class _FastPairs:
+    """compare_all on integer codes: per-trial flags are computed once, pairs are joined by
+    (task, repetition) codes with a sort, per-task signs come from bincount. Falls back (returns
+    None) when a side repeats a (task, repetition), where the generic merge defines the pairs."""
+
+    def __init__(self, pt: pd.DataFrame) -> None:
+        self.pt = pt
+        self.cfg, cfg_u = str_codes(pt["config_id"])
+        self.cfg_index = {str(c): i for i, c in enumerate(cfg_u)}
+        self.task, task_u = str_codes(pt["task_id"])
+        self.n_tasks = len(task_u)
+        rep_codes, rep_u = pd.factorize(pt["repetition"], use_na_sentinel=True)
+        self.key = np.where(
+            (self.task >= 0) & (rep_codes >= 0),
+            self.task * (len(rep_u) + 1) + rep_codes,
+            -1,
+        )
+        out_codes, out_u = str_codes(pt["outcome"])
+        infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
+        succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
+        self.infra = infra_u[out_codes]
+        self.succ = succ_u[out_codes]
+        self.inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
+            dtype=bool, na_value=False
+        )
+        passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
+        self.has_pass = ~np.isnan(passed)
+        self.passed = passed == 1.0
+        self.cost = (
+            pt["cost_usd"].to_numpy(dtype=float, na_value=np.nan)
+            if "cost_usd" in pt
+            else np.full(len(pt), np.nan)
+        )
+        self.overall = (
+            pt["overall"].to_numpy(dtype=float, na_value=np.nan)
+            if "overall" in pt
+            else np.full(len(pt), np.nan)
+        )
+        self.dur = (
+            pt["duration_seconds"].to_numpy(dtype=float, na_value=np.nan)
+            if "duration_seconds" in pt
+            else np.full(len(pt), np.nan)
+        )
+        self.holdout = (
+            pt["holdout"].to_numpy(dtype=bool, na_value=False)
+            if "holdout" in pt
+            else np.zeros(len(pt), dtype=bool)
+        )
+
+    def _rows(self, config: str) -> np.ndarray | None:
+        rows = np.flatnonzero(self.cfg == self.cfg_index[config])
+        keys = self.key[rows]
+        rows = rows[np.argsort(keys, kind="stable")]
+        keys = self.key[rows]
+        if len(keys) and (keys[0] < 0 or (keys[1:] == keys[:-1]).any()):
+            return None
+        return rows
+
+    def summary(self, candidate: str, baseline: str) -> dict | None:
+        if candidate not in self.cfg_index or baseline not in self.cfg_index:
+            return None
+        c_rows, b_rows = self._rows(candidate), self._rows(baseline)
+        if c_rows is None or b_rows is None or len(c_rows) == 0 or len(b_rows) == 0:
+            return None
+        ck, bk = self.key[c_rows], self.key[b_rows]
+        pos = np.minimum(np.searchsorted(bk, ck), len(bk) - 1)
+        hit = bk[pos] == ck
+        c, b = c_rows[hit], b_rows[pos[hit]]
+        infra = self.infra[c] | self.infra[b] | self.inconclusive[c] | self.inconclusive[b]
+        unscored = ~infra & ~(self.has_pass[c] & self.has_pass[b])
+        kept = ~infra & ~unscored
+        hold = self.holdout[c] | self.holdout[b]
+        main, hmask = kept & ~hold, kept & hold
+        cp, bp = self.passed[c[main]], self.passed[b[main]]
+        hcp, hbp = self.passed[c[hmask]], self.passed[b[hmask]]
+        task = self.task[c[main]]
+        n_t = np.bincount(task, minlength=self.n_tasks)
+        c_t = np.bincount(task, weights=cp, minlength=self.n_tasks)
+        b_t = np.bincount(task, weights=bp, minlength=self.n_tasks)
+        seen = n_t > 0
+        diff = (c_t - b_t)[seen]
+        wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
+        cm, bm = c[main], b[main]
+        both_ok = self.succ[cm] & self.succ[bm]
+        cost_ok = both_ok & ~np.isnan(self.cost[cm]) & ~np.isnan(self.cost[bm])
+        dur_ok = both_ok & ~np.isnan(self.dur[cm]) & ~np.isnan(self.dur[bm])
+        cost_delta = self.cost[cm][cost_ok] - self.cost[bm][cost_ok]
+        dur_delta = self.dur[cm][dur_ok] - self.dur[bm][dur_ok]
+        c_spend, c_per = _spend(pd.Series(self.cost[cm]), int(cp.sum()))
+        b_spend, b_per = _spend(pd.Series(self.cost[bm]), int(bp.sum()))
+        pt = self.pt
+        return {
+            "candidate_config": candidate,
+            "candidate_run_id": str(pt["run_id"].iloc[c_rows[0]]),
+            "baseline_config": baseline,
+            "baseline_run_id": str(pt["run_id"].iloc[b_rows[0]]),
+            "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[int(c_rows.min())]),
+            "pairs_matched": len(c),
+            "pairs": int(main.sum()),
+            **_counts(cp, bp),
+            "infra_excluded": int(infra.sum()),
+            "unscored_excluded": int(unscored.sum()),
+            "holdout_pairs": int(hmask.sum()),
+            **_counts(hcp, hbp, "holdout_"),
+            "unpaired_candidate": len(c_rows) - len(c),
+            "unpaired_baseline": len(b_rows) - len(c),
+            "tasks": int(seen.sum()),
+            "candidate_tasks_all_pass": int((c_t[seen] == n_t[seen]).sum()),
+            "baseline_tasks_all_pass": int((b_t[seen] == n_t[seen]).sum()),
+            **_sign_and_cost(
+                wins,
+                losses,
+                diff,
+                cost_ok,
+                cost_delta,
+                dur_ok,
+                dur_delta,
+                (c_spend, b_spend, c_per, b_per),
+            ),
+            **paired_effects(
+                task,
+                self.overall[cm],
+                self.overall[bm],
+                cp,
+                bp,
+                task[cost_ok],
+                cost_delta,
+                task[dur_ok],
+                dur_delta,
+            ),
+        }

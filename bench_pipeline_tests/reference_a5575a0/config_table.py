@@ -1,0 +1,416 @@
+"""Config table: one row per configuration of ONE benchmark run.
+
+`config_table(trials, scores, baseline_table=None, *, per_trial=None)` columns, in order:
+
+- `run_id`, `suite`, `config_id`, `agent`, `agent_kind`, `model`, `effort`, `factory_ref`,
+  `is_baseline` (the replay of recorded originals) — descriptive, when present in TRIALS;
+- `trials` (all trials of the config), `trials_succeeded` (outcome == succeeded);
+- `overall`: mean of the scorer-group means; a group mean uses only status == scored rows; all
+  `llm_judge:*` criteria form ONE group whose mean is the weight-weighted mean of the criteria
+  means (weight 0: reported, not counted); groups with no scored row are left out;
+  `overall_ci_low`, `overall_ci_high`: 95 % CI, `overall` +- 1.96 * CR1 SE (clustered by
+  task) of the per-trial overall values, clipped to [0, 1];
+- `pass_rate`: share of trials whose primary scorer (first of checks, assert, ci in the run,
+  else the first group in display order) equals 1, over `primary_scored` trials (primary
+  status == scored); `pass_rate_ci_low`, `pass_rate_ci_high` (clustered by task);
+  `primary_scorer`, `primary_scored`;
+- `k` (number of repetitions in the run), `pass_at_k`, `pass_hat_k` (unbiased, averaged over
+  tasks with at least k scored repetitions);
+- `avg_cost_usd` (mean over trials with known cost: null cost is unknown, never 0),
+  `total_cost_usd` (sum of known costs), `cost_known_trials`, `cost_coverage` (known / trials),
+  `cost_unknown` (text "reason: count; ..." of unknown-cost trials, null when coverage is 1);
+- `avg_duration_seconds`, `avg_iterations` (over trials whose agent ran at least one attempt:
+  a replay of a task without a recorded original ran none), `scorer_cost_usd` (total scorer/judge spend on the
+  config's latest scores: kept apart, never part of the config's cost);
+- `scored_share` (sum of scored / sum of of over the individual scorers);
+- per scorer and per multi-criteria group, in display order: `score_<name>` (mean of scored
+  values), `scored_<name>` (trials with status scored), `of_<name>` (trials that should have
+  that score: every trial of a run using the scorer; error/inconclusive/not_scored/missing
+  rows are the gap between the two);
+- with `baseline_table` (another run's config table): `delta_overall`, `delta_pass_rate`
+  (current - baseline, joined on config_id) and `delta_avg_cost_usd` (only when
+  cost_coverage == 1 on both sides, else null).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
+
+from ._common import (
+    EPS,
+    SCORE_SCORED,
+    as_categorical,
+    as_str_series,
+    display_key,
+    first_rows,
+    of_col,
+    score_col,
+    scored_col,
+    single_run,
+    status_col,
+    str_codes,
+)
+from .scores import scorer_catalog, trial_overall
+from .uncertainty import Z95, cells_clustered_se, cells_pass_k
+
+DESCRIPTIVE = ["suite", "agent", "agent_kind", "model", "effort", "factory_ref"]
+
+
+def catalog_for(per_trial: pd.DataFrame, scores: pd.DataFrame | None) -> pd.DataFrame:
+    """The scorer catalog stored on `per_trial` by trial_overall, else computed from scores."""
+    records = per_trial.attrs.get("scorer_catalog")
+    if records is not None:
+        return pd.DataFrame(
+            records, columns=["run_id", "scorer", "scorer_group", "weight", "is_primary_group"]
+        )
+    if scores is None:
+        raise ValueError("per_trial carries no scorer catalog: pass scores too")
+    return scorer_catalog(scores)
+
+
+def score_names(catalog: pd.DataFrame) -> tuple[list[str], dict[str, list[str]]]:
+    """(all score column names in display order, {multi-criteria group: its criteria})."""
+    members: dict[str, list[str]] = {}
+    for scorer, group in zip(catalog["scorer"], catalog["scorer_group"], strict=True):
+        if scorer not in members.setdefault(group, []):
+            members[group].append(scorer)
+    multi = {g: m for g, m in members.items() if m != [g]}
+    names = sorted(set(catalog["scorer"]) | set(multi), key=lambda n: (display_key(n), n))
+    # a group sorts right before its criteria ("llm_judge" < "llm_judge:x" already)
+    return names, multi
+
+
+def aggregate_trials(
+    pt: pd.DataFrame, keys: Sequence[str], catalog: pd.DataFrame, k: int | None = None
+) -> pd.DataFrame:
+    """Config-table metrics of per-trial rows grouped by `keys` (e.g. config_id, or tag+config)."""
+    keys = list(keys)
+    inv, first, n_groups = group_index(pt, keys)
+    cells = cell_stats(pt, inv, n_groups, catalog)
+    key_values = {key: pt[key].iloc[first].reset_index(drop=True) for key in keys}
+    return finish_cells(pt, cells, cells["group"], n_groups, key_values, keys, catalog, k)
+
+
+def cell_stats(
+    pt: pd.DataFrame, inv: np.ndarray, n_groups: int, catalog: pd.DataFrame
+) -> dict[str, np.ndarray]:
+    """Sums and counts per (group, task) cell: everything the table needs, computed once.
+
+    Returns arrays over the non-empty cells: `group`, `task` (-1: null task_id), `first`
+    (first trial row), and one sum / count per metric."""
+    names, _ = score_names(catalog)
+    names = [n for n in names if status_col(n) in pt.columns]
+    task, task_u = str_codes(pt["task_id"])
+    n_tasks = len(task_u)
+    raw = inv.astype(np.int64) * (n_tasks + 1) + (task + 1)
+    size = n_groups * (n_tasks + 1)
+    if size <= 8 * len(raw) + 1024:
+        counts = np.bincount(raw, minlength=size)
+        ids = np.flatnonzero(counts)
+        remap = np.full(size, -1, dtype=np.int64)
+        remap[ids] = np.arange(len(ids))
+        cell = remap[raw]
+    else:
+        ids, cell = np.unique(raw, return_inverse=True)
+    n_cells = len(ids)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(cell[mask], minlength=n_cells).astype(float)
+
+    def total(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok = ~np.isnan(x)
+        return np.bincount(cell[ok], weights=x[ok], minlength=n_cells), count(ok)
+
+    def floats(col: str) -> np.ndarray:
+        if col not in pt:
+            return np.full(len(pt), np.nan)
+        return pt[col].to_numpy(dtype=float, na_value=np.nan)
+
+    out: dict[str, np.ndarray] = {
+        "group": ids // (n_tasks + 1),
+        "task": ids % (n_tasks + 1) - 1,
+        "first": first_rows(cell, n_cells),
+        "trials": np.bincount(cell, minlength=n_cells).astype(float),
+    }
+    succ = (pt["outcome"] == OUTCOME_SUCCEEDED).to_numpy(dtype=bool, na_value=False)
+    out["succ"] = count(succ)
+    for name, col in (
+        ("pass", "passed"),
+        ("cost", "cost_usd"),
+        ("scost", "scorer_cost_usd"),
+        ("overall", "overall"),
+    ):
+        out[f"{name}_sum"], out[f"{name}_n"] = total(floats(col))
+    # Time and attempts describe trials whose agent ran: a replay of a task with no recorded
+    # original (not_applicable) or a workspace that could not be made ran no attempt.
+    iterations = floats("iterations")
+    ran = np.nan_to_num(iterations, nan=1.0) >= 1
+    for name, col in (("dur", "duration_seconds"), ("iter", "iterations")):
+        out[f"{name}_sum"], out[f"{name}_n"] = total(np.where(ran, floats(col), np.nan))
+    baseline = (
+        pt["is_baseline"].to_numpy(dtype=float, na_value=0.0)
+        if "is_baseline" in pt
+        else np.zeros(len(pt))
+    )
+    out["baseline"] = np.bincount(cell, weights=np.nan_to_num(baseline), minlength=n_cells)
+    for name in names:
+        out[f"v_sum:{name}"], out[f"v_n:{name}"] = total(floats(score_col(name)))
+        st = pt[status_col(name)]
+        out[f"scored:{name}"] = count((st == SCORE_SCORED).to_numpy(dtype=bool, na_value=False))
+        out[f"of:{name}"] = count(st.notna().to_numpy(dtype=bool))
+    # unknown-cost reasons: (cell, reason) counts over the few trials without a cost
+    unknown = np.flatnonzero(np.isnan(floats("cost_usd")))
+    reasons: list[str] = []
+    r_codes = np.zeros(0, dtype=np.int64)
+    if len(unknown):
+        if "cost_unknown_reason" in pt:
+            rs = pt["cost_unknown_reason"].iloc[unknown].astype(object)
+            rs = rs.where(rs.notna() & (rs != ""), "unknown").astype(str)
+        else:
+            rs = pd.Series(["unknown"] * len(unknown))
+        r_codes, r_u = pd.factorize(rs)
+        reasons = [str(r) for r in r_u]
+    out["_unknown_cell"] = cell[unknown]
+    out["_unknown_reason"] = np.asarray(r_codes, dtype=np.int64)
+    out["_reasons"] = np.array(reasons, dtype=object)
+    out["_names"] = np.array(names, dtype=object)
+    return out
+
+
+def finish_cells(
+    pt: pd.DataFrame,
+    cells: dict[str, np.ndarray],
+    group: np.ndarray,
+    n_groups: int,
+    key_values: dict[str, pd.Series],
+    keys: list[str],
+    catalog: pd.DataFrame,
+    k: int | None,
+    take: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The table rows from cell sums; `group[i]` is the output row of cell `take[i]` (a cell
+    may feed several rows, e.g. a task with several tags)."""
+    if take is None:
+        take = np.arange(len(group))
+    names = list(cells["_names"])
+    _, multi = score_names(catalog)
+
+    def agg(name: str) -> np.ndarray:
+        return np.bincount(group, weights=cells[name][take], minlength=n_groups)
+
+    def mean(s: str, c: str) -> np.ndarray:
+        num, den = agg(s), agg(c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+    out = pd.DataFrame(key_values)
+    out["trials"] = agg("trials")
+    out["trials_succeeded"] = agg("succ")
+    out["pass_rate"] = mean("pass_sum", "pass_n")
+    out["primary_scored"] = agg("pass_n")
+    out["avg_cost_usd"] = mean("cost_sum", "cost_n")
+    out["cost_known_trials"] = agg("cost_n")
+    out["total_cost_usd"] = np.where(out["cost_known_trials"] > 0, agg("cost_sum"), np.nan)
+    out["avg_duration_seconds"] = mean("dur_sum", "dur_n")
+    out["avg_iterations"] = mean("iter_sum", "iter_n")
+    out["scorer_cost_usd"] = np.where(agg("scost_n") > 0, agg("scost_sum"), np.nan)
+    out["cost_coverage"] = out["cost_known_trials"] / out["trials"]
+    for name in names:
+        out[score_col(name)] = mean(f"v_sum:{name}", f"v_n:{name}")
+        out[scored_col(name)] = agg(f"scored:{name}").astype(int)
+        out[of_col(name)] = agg(f"of:{name}").astype(int)
+    weights = catalog.drop_duplicates("scorer").set_index("scorer")["weight"].astype(float)
+    for grp, crit in multi.items():
+        if score_col(grp) not in out:
+            continue
+        num = np.zeros(len(out))
+        den = np.zeros(len(out))
+        for c in crit:
+            w = float(weights.get(c, 0.0))
+            if w <= 0 or score_col(c) not in out:
+                continue
+            m = out[score_col(c)].to_numpy(dtype=float)
+            ok = ~np.isnan(m)
+            num[ok] += w * m[ok]
+            den[ok] += w
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[score_col(grp)] = np.where(den > 0, num / den, np.nan)
+    all_groups = set(catalog["scorer_group"])
+    group_names = [n for n in names if n in all_groups]
+    if group_names:
+        out["overall"] = out[[score_col(g) for g in group_names]].mean(axis=1, skipna=True)
+    else:
+        out["overall"] = np.nan
+    scorer_only = [n for n in names if n not in multi]
+    if scorer_only:
+        s_sum = out[[scored_col(n) for n in scorer_only]].sum(axis=1)
+        o_sum = out[[of_col(n) for n in scorer_only]].sum(axis=1)
+        out["scored_share"] = np.where(o_sum > 0, s_sum / o_sum.where(o_sum > 0, 1), np.nan)
+    else:
+        out["scored_share"] = np.nan
+
+    # uncertainty, clustered by task (cells with a null task or key take no part)
+    valid = (cells["task"][take] >= 0) & _keys_valid(key_values, n_groups)[group]
+    g_ok, t_ok = group[valid], take[valid]
+    ose = cells_clustered_se(g_ok, cells["overall_sum"][t_ok], cells["overall_n"][t_ok], n_groups)[
+        1
+    ]
+    out["overall_ci_low"] = (out["overall"] - Z95 * ose).clip(0, 1)
+    out["overall_ci_high"] = (out["overall"] + Z95 * ose).clip(0, 1)
+    p_mean, p_se = cells_clustered_se(
+        g_ok, cells["pass_sum"][t_ok], cells["pass_n"][t_ok], n_groups
+    )
+    out["pass_rate_ci_low"] = pd.Series(p_mean - Z95 * p_se).clip(0, 1).to_numpy()
+    out["pass_rate_ci_high"] = pd.Series(p_mean + Z95 * p_se).clip(0, 1).to_numpy()
+    if k is None:
+        k = int(pt["repetition"].nunique()) if len(pt) else 0
+    tasks_n, at_k, hat_k = cells_pass_k(
+        g_ok, cells["pass_n"][t_ok], cells["pass_sum"][t_ok], n_groups, k
+    )
+    out["pass_k_tasks"] = tasks_n
+    out["pass_at_k"] = at_k
+    out["pass_hat_k"] = hat_k
+    out["k"] = k
+
+    # unknown cost reasons, "reason: count; ..." by count desc then reason
+    reasons = list(cells["_reasons"])
+    text: list[str | None] = [None] * n_groups
+    if reasons:
+        n_cells = len(cells["trials"])
+        per_cell = np.zeros((n_cells, len(reasons)))
+        np.add.at(per_cell, (cells["_unknown_cell"], cells["_unknown_reason"]), 1)
+        per_group = np.zeros((n_groups, len(reasons)))
+        np.add.at(per_group, group, per_cell[take])
+        for g in np.flatnonzero(per_group.sum(axis=1) > 0):
+            items = sorted(
+                ((int(c), r) for r, c in zip(reasons, per_group[g], strict=True) if c > 0),
+                key=lambda it: (-it[0], it[1]),
+            )
+            text[g] = "; ".join(f"{r}: {c}" for c, r in items)
+    out["cost_unknown"] = pd.Series(text, dtype=object)
+
+    # descriptive columns: from the first trial of each group (constant within a config)
+    first = np.full(n_groups, len(pt), dtype=np.int64)
+    np.minimum.at(first, group, cells["first"][take])
+    first = np.minimum(first, max(len(pt) - 1, 0))
+    for col in [c for c in DESCRIPTIVE if c in pt.columns]:
+        out[col] = pt[col].iloc[first].astype(object).to_numpy() if len(pt) else None
+    if "is_baseline" in pt:
+        out["is_baseline"] = agg("baseline") > 0
+    run_id = pt["run_id"].astype(object).iloc[0] if len(pt) else None
+    out.insert(0, "run_id", run_id)
+    for key in keys:
+        out[key] = as_str_series(out[key]).to_numpy()
+    p_codes, p_u = str_codes(pt["primary_scorer"])
+    p_first = np.flatnonzero(p_codes >= 0)
+    out["primary_scorer"] = p_u[p_codes[p_first[0]]] if len(p_first) else None
+    for col in ("trials", "trials_succeeded", "primary_scored", "cost_known_trials"):
+        out[col] = out[col].astype(int)
+    out["pass_k_tasks"] = out["pass_k_tasks"].astype(int)
+
+    front = [
+        "run_id",
+        "suite",
+        *keys,
+        "agent",
+        "agent_kind",
+        "model",
+        "effort",
+        "factory_ref",
+        "is_baseline",
+    ]
+    metrics = [
+        "trials",
+        "trials_succeeded",
+        "overall",
+        "overall_ci_low",
+        "overall_ci_high",
+        "pass_rate",
+        "pass_rate_ci_low",
+        "pass_rate_ci_high",
+        "primary_scorer",
+        "primary_scored",
+        "k",
+        "pass_k_tasks",
+        "pass_at_k",
+        "pass_hat_k",
+        "avg_cost_usd",
+        "total_cost_usd",
+        "cost_known_trials",
+        "cost_coverage",
+        "cost_unknown",
+        "avg_duration_seconds",
+        "avg_iterations",
+        "scorer_cost_usd",
+        "scored_share",
+    ]
+    per_score = [c for n in names for c in (score_col(n), scored_col(n), of_col(n)) if c in out]
+    ordered = [c for c in front if c in out] + metrics + per_score
+    return out[ordered].reset_index(drop=True)
+
+
+def _keys_valid(key_values: dict[str, pd.Series], n_groups: int) -> np.ndarray:
+    ok = np.ones(n_groups, dtype=bool)
+    for values in key_values.values():
+        ok &= values.notna().to_numpy(dtype=bool)
+    return ok
+
+
+def group_index(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(group number per row, first row of each group, number of groups), groups sorted by keys."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    size = 1
+    for key in keys:
+        col = frame[key]
+        if not isinstance(col.dtype, pd.CategoricalDtype):
+            col = as_categorical(col)
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        combined = combined * (len(col.cat.categories) + 1) + (codes + 1)
+        size *= len(col.cat.categories) + 1
+    if size <= 8 * len(combined) + 1024:
+        present = np.bincount(combined, minlength=size) > 0
+        uniq = np.flatnonzero(present)
+        remap = np.full(size, -1, dtype=np.int64)
+        remap[uniq] = np.arange(len(uniq))
+        inv = remap[combined]
+    else:
+        uniq, inv = np.unique(combined, return_inverse=True)
+    return inv, first_rows(inv, len(uniq)), len(uniq)
+
+
+def add_baseline_deltas(table: pd.DataFrame, baseline_table: pd.DataFrame) -> pd.DataFrame:
+    """delta_overall, delta_pass_rate, delta_avg_cost_usd against another run's config table."""
+    base = baseline_table.set_index("config_id")
+    ids = table["config_id"]
+    b_overall = ids.map(base["overall"]).astype(float)
+    b_pass = ids.map(base["pass_rate"]).astype(float)
+    b_cost = ids.map(base["avg_cost_usd"]).astype(float)
+    b_cov = ids.map(base["cost_coverage"]).astype(float)
+    out = table.copy()
+    out["delta_overall"] = out["overall"] - b_overall
+    out["delta_pass_rate"] = out["pass_rate"] - b_pass
+    full = (out["cost_coverage"] >= 1 - EPS) & (b_cov >= 1 - EPS)
+    out["delta_avg_cost_usd"] = (out["avg_cost_usd"] - b_cost).where(full)
+    return out
+
+
+def config_table(
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    baseline_table: pd.DataFrame | None = None,
+    *,
+    per_trial: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per config_id of one run (see module doc). `per_trial`: reuse trial_overall()."""
+    pt = per_trial if per_trial is not None else trial_overall(trials, scores)
+    single_run(pt, "config_table")
+    catalog = catalog_for(pt, scores)
+    out = aggregate_trials(pt, ["config_id"], catalog)
+    if baseline_table is not None:
+        out = add_baseline_deltas(out, baseline_table)
+    return out

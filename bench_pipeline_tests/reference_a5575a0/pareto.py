@@ -1,0 +1,252 @@
+"""Pareto frontier of configurations and its chart.
+
+`pareto_frontier(table, x="avg_cost_usd", y="overall")` -> one row per config of `table`:
+`config_id`, `is_baseline`, the two axis columns under their table names (e.g.
+`avg_cost_usd`, `overall`), `cost_coverage`, `on_frontier` (no other plotted config is at
+least as good on both axes and strictly better on one; exact ties both stay on), `dominated_by`
+(comma-separated config ids dominating it, null otherwise) and `excluded_reason` (null when
+plotted; "cost unknown ..." when an axis is cost and cost_coverage < 1 — never plotted as free —
+or "no <axis> value"). Excluded rows have on_frontier False. Rows are sorted by x.
+The frame's `attrs` carry `x` and `y`.
+
+Axes: `overall`, `score_<scorer>` (also spelled `scores.<scorer>`), `avg_cost_usd`,
+`avg_duration_seconds` (and `pass_rate`); cost and duration are lower-better, scores
+higher-better.
+
+`pareto_chart(frontier, path, x=None, y=None, baseline_config=None) -> Path` writes PNG or SVG
+(by suffix); `pareto_chart_svg(...) -> str` returns the SVG text.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ._common import EPS
+
+LOWER_BETTER = {"avg_cost_usd", "avg_duration_seconds"}
+COST_AXES = {"avg_cost_usd"}
+LABELS = {
+    "avg_cost_usd": "avg cost per trial, USD (lower is better)",
+    "avg_duration_seconds": "avg duration per trial, seconds (lower is better)",
+    "overall": "overall score (higher is better)",
+    "pass_rate": "pass rate (higher is better)",
+}
+
+
+def axis_column(name: str) -> str:
+    """Normalize an axis name: `scores.checks` -> `score_checks`."""
+    if name.startswith("scores."):
+        return "score_" + name[len("scores.") :]
+    return name
+
+
+def axis_label(column: str) -> str:
+    if column in LABELS:
+        return LABELS[column]
+    if column.startswith("score_"):
+        return f"{column[len('score_') :]} score (higher is better)"
+    return column
+
+
+def _check_axis(table: pd.DataFrame, column: str) -> None:
+    allowed = {"overall", "avg_cost_usd", "avg_duration_seconds", "pass_rate"}
+    if column in allowed or column.startswith("score_"):
+        if column not in table.columns:
+            raise ValueError(f"axis {column!r} is not a column of the config table")
+        return
+    raise ValueError(
+        f"unknown axis {column!r}: use overall, scores.<scorer>, avg_cost_usd, avg_duration_seconds"
+    )
+
+
+def pareto_frontier(
+    table: pd.DataFrame, x: str = "avg_cost_usd", y: str = "overall"
+) -> pd.DataFrame:
+    """Frontier flags for every config (see module doc)."""
+    x, y = axis_column(x), axis_column(y)
+    _check_axis(table, x)
+    _check_axis(table, y)
+    out = pd.DataFrame({"config_id": table["config_id"].astype(str).to_numpy()})
+    out["is_baseline"] = (
+        table["is_baseline"].fillna(False).astype(bool).to_numpy()
+        if "is_baseline" in table
+        else False
+    )
+    out[x] = table[x].astype(float).to_numpy()
+    if y != x:
+        out[y] = table[y].astype(float).to_numpy()
+    coverage = (
+        table["cost_coverage"].astype(float).to_numpy()
+        if "cost_coverage" in table
+        else np.ones(len(out))
+    )
+    out["cost_coverage"] = coverage
+    reasons: list[str | None] = []
+    for i in range(len(out)):
+        reason = None
+        for axis in dict.fromkeys((x, y)):
+            if axis in COST_AXES and not coverage[i] >= 1 - EPS:
+                known = 0.0 if np.isnan(coverage[i]) else coverage[i]
+                reason = f"cost unknown for {1 - known:.0%} of trials (coverage {known:.0%})"
+                break
+            if np.isnan(out.loc[i, axis]):
+                reason = f"no {axis} value"
+                break
+        reasons.append(reason)
+    out["excluded_reason"] = pd.Series(reasons, dtype=object)
+    plotted = out["excluded_reason"].isna().to_numpy()
+    # orient both axes so that larger is better, then test dominance pairwise (few configs)
+    gx = out[x].to_numpy() * (-1 if x in LOWER_BETTER else 1)
+    gy = out[y].to_numpy() * (-1 if y in LOWER_BETTER else 1)
+    ge = (gx[:, None] >= gx[None, :]) & (gy[:, None] >= gy[None, :])
+    gt = (gx[:, None] > gx[None, :]) | (gy[:, None] > gy[None, :])
+    dom = ge & gt & plotted[:, None] & plotted[None, :]  # dom[a, b]: a dominates b
+    ids = out["config_id"].to_numpy()
+    out["on_frontier"] = plotted & ~dom.any(axis=0)
+    out["dominated_by"] = [
+        ", ".join(sorted(ids[dom[:, b]])) if dom[:, b].any() else None for b in range(len(out))
+    ]
+    axes = [x, y] if y != x else [x]
+    out = out[
+        [
+            "config_id",
+            "is_baseline",
+            *axes,
+            "cost_coverage",
+            "on_frontier",
+            "dominated_by",
+            "excluded_reason",
+        ]
+    ]
+    out = out.sort_values([x, "config_id"], na_position="last").reset_index(drop=True)
+    out.attrs["x"], out.attrs["y"] = x, y
+    return out
+
+
+def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None) -> Figure:
+    excluded = frontier.loc[frontier["excluded_reason"].notna()]
+    plotted = frontier.loc[frontier["excluded_reason"].isna()]
+    fig = Figure(figsize=(9.5 if len(excluded) else 7.0, 4.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.1, 0.12, 0.58 if len(excluded) else 0.85, 0.78))
+    baseline = set()
+    if baseline_config is not None:
+        baseline.add(str(baseline_config))
+    elif "is_baseline" in frontier:
+        baseline.update(frontier.loc[frontier["is_baseline"].astype(bool), "config_id"])
+    front = plotted.loc[plotted["on_frontier"]].sort_values([x, y])
+    if len(front):
+        ax.plot(
+            front[x],
+            front[y],
+            "-",
+            color="#1f77b4",
+            linewidth=1.5,
+            # A marker keeps a one-point frontier visible in the legend too.
+            marker="o",
+            markerfacecolor="none",
+            markersize=10,
+            zorder=1,
+            label="Pareto frontier (trade-off)",
+        )
+    for _, row in plotted.iterrows():
+        is_base = row["config_id"] in baseline
+        on = bool(row["on_frontier"])
+        ax.scatter(
+            [row[x]],
+            [row[y]],
+            marker="D" if is_base else "o",
+            s=70 if is_base else 45,
+            color="#1f77b4" if on else "#9a9a9a",
+            edgecolors="black" if is_base else "none",
+            zorder=3,
+        )
+        ax.annotate(
+            row["config_id"] + (" (original)" if is_base else ""),
+            (row[x], row[y]),
+            textcoords="offset points",
+            xytext=(6, 5),
+            fontsize=8,
+        )
+    values = plotted[x].astype(float).dropna()
+    if len(values) and values.min() >= 0:
+        # Costs and durations start at 0; all-equal values (every config free) would otherwise
+        # get a symmetric axis around them, negative dollars included.
+        top = float(values.max()) or (0.01 if x in COST_AXES else 1.0)
+        ax.set_xlim(-0.04 * top, 1.15 * top)
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    ax.set_title("Quality vs " + ("cost" if x in COST_AXES else axis_label(x).split(",")[0]))
+    ax.grid(True, alpha=0.3)
+    if len(front):
+        ax.legend(loc="best", fontsize=8)
+    if len(excluded):
+        lines = ["Not plotted:"] + [
+            f"{cid}: {reason}"
+            for cid, reason in zip(excluded["config_id"], excluded["excluded_reason"], strict=True)
+        ]
+        fig.text(
+            0.71,
+            0.88,
+            "\n".join(_wrap(line) for line in lines),
+            fontsize=8,
+            va="top",
+            bbox={"boxstyle": "round", "facecolor": "#fff7e0", "edgecolor": "#c9a227"},
+        )
+    return fig
+
+
+def _wrap(text: str, width: int = 34) -> str:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = "  " + w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    lines.append(cur)
+    return "\n".join(lines)
+
+
+def _axes(frontier: pd.DataFrame, x: str | None, y: str | None) -> tuple[str, str]:
+    x = axis_column(x or frontier.attrs.get("x", "avg_cost_usd"))
+    y = axis_column(y or frontier.attrs.get("y", "overall"))
+    return x, y
+
+
+def pareto_chart(
+    frontier: pd.DataFrame,
+    path: str | Path,
+    x: str | None = None,
+    y: str | None = None,
+    baseline_config: str | None = None,
+) -> Path:
+    """Draw the frontier to `path` (.png or .svg); returns the path."""
+    x, y = _axes(frontier, x, y)
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in {"png", "svg"}:
+        raise ValueError(f"chart path must end in .png or .svg, got {path.name!r}")
+    fig = _figure(frontier, x, y, baseline_config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+    return path
+
+
+def pareto_chart_svg(
+    frontier: pd.DataFrame,
+    x: str | None = None,
+    y: str | None = None,
+    baseline_config: str | None = None,
+) -> str:
+    """The chart as SVG text (for inlining in the HTML report)."""
+    x, y = _axes(frontier, x, y)
+    buf = io.BytesIO()
+    _figure(frontier, x, y, baseline_config).savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue().decode("utf-8")

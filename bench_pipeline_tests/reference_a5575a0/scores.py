@@ -1,0 +1,401 @@
+"""Latest scores and per-trial results.
+
+Rescores append rows and history is never overwritten, so every reader first keeps, per
+(run_id, trial_id, scorer), the row with the newest `scored_at` (ties: the row written last).
+
+`latest_scores(scores)` -> the SCORES columns, one row per (run_id, trial_id, scorer).
+
+`scorer_catalog(scores)` -> one row per (run_id, scorer): `run_id`, `scorer`, `scorer_group`,
+`weight` (criterion weight within its group, null read as 1; 0 = reported, not counted),
+`is_primary_group` (the group deciding pass/fail in that run), ordered for display.
+
+`trial_overall(trials, scores)` -> one row per trial (latest `attempt_no` per run_id/trial_id):
+the trial columns that exist among `run_id, suite, task_set_revision, trial_id, task_id,
+config_id, repetition, tags, holdout, difficulty, agent, agent_kind, model, effort,
+config_hash, factory_ref, is_baseline, outcome, error, iterations, cost_usd,
+cost_unknown_reason, duration_seconds` (run_id, task_id and config_id as categoricals), then
+for every scorer `score_<scorer>` (value when status == scored, else null) and
+`status_<scorer>` (the latest status; `missing` when the run uses the scorer but the trial has
+no row; null when the trial's run does not use that scorer), for every multi-criteria group
+(`llm_judge`) `score_llm_judge` (weight-weighted mean of the trial's scored criteria with
+weight > 0) and `status_llm_judge` (`scored` when at least one counted criterion is scored),
+then `groups_scored` (scorer groups with a value), `overall` (mean of the group values; null
+when none), `primary_scorer`, `primary_status`, `passed` (nullable boolean: primary value == 1;
+null when the primary is not scored) and `scorer_cost_usd` (sum of the trial's latest scorer
+costs, e.g. judge tokens; null when none known).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
+
+from ._common import (
+    CODE_MISSING,
+    CODE_OTHER,
+    CODE_SCORED,
+    EPS,
+    PRIMARY_PRIORITY,
+    STATUS_CODE,
+    STATUS_LABELS,
+    as_categorical,
+    default_group,
+    display_key,
+    last_of_max,
+    lookup_rows,
+    score_col,
+    status_col,
+    str_codes,
+    time_key,
+)
+
+TRIAL_COLUMNS = [
+    "run_id",
+    "suite",
+    "task_set_revision",
+    "trial_id",
+    "task_id",
+    "config_id",
+    "repetition",
+    "tags",
+    "holdout",
+    "difficulty",
+    "agent",
+    "agent_kind",
+    "model",
+    "effort",
+    "config_hash",
+    "factory_ref",
+    "is_baseline",
+    "outcome",
+    "error",
+    "iterations",
+    "cost_usd",
+    "cost_unknown_reason",
+    "duration_seconds",
+]
+CATEGORICAL = ("run_id", "task_id", "config_id", "outcome")
+
+__all__ = ["latest_scores", "latest_trials", "scorer_catalog", "trial_overall", "OUTCOME_SUCCEEDED"]
+
+
+def _key_codes(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
+    """One int64 code per row for the combination of `cols` (nulls are a value of their own)."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for col in cols:
+        codes, uniques = str_codes(frame[col])
+        if len(cols) > 1 and combined.max(initial=0) * (len(uniques) + 1) > 2**62:
+            combined = pd.factorize(combined)[0].astype(np.int64)
+        combined = combined * (len(uniques) + 1) + (codes + 1)
+    return combined
+
+
+def _latest_per_key(key: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Boolean mask keeping, per key, the row with the largest `order` (ties: the last row)."""
+    keep = np.ones(len(key), dtype=bool)
+    if len(key) == 0:
+        return keep
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo <= 8 * len(key) + 1024:  # dense keys: bincount instead of a sort
+        inv = key - lo
+        counts = np.bincount(inv)
+    else:
+        inv, counts = np.unique(key, return_inverse=True, return_counts=True)[1:]
+    dup = np.flatnonzero(counts[inv] > 1)
+    if len(dup) == 0:
+        return keep
+    srt = np.lexsort((dup, order[dup], inv[dup]))  # by key, then order, then row
+    last = np.ones(len(dup), dtype=bool)
+    last[:-1] = inv[dup][srt][1:] != inv[dup][srt][:-1]
+    keep[dup] = False
+    keep[dup[srt][last]] = True
+    return keep
+
+
+def latest_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, trial_id, scorer) the newest row by `scored_at`; input order preserved."""
+    if len(scores) == 0:
+        return scores.copy()
+    key = _key_codes(scores, ["run_id", "trial_id", "scorer"])
+    keep = _latest_per_key(key, time_key(scores.get("scored_at"), len(scores)))
+    if keep.all():
+        return scores.copy(deep=False)
+    return scores.loc[keep]
+
+
+def latest_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per (run_id, trial_id) the row of the latest `attempt_no` (resumed runs rewrite trials)."""
+    if len(trials) == 0 or "attempt_no" not in trials.columns:
+        return trials
+    key = _key_codes(trials, ["run_id", "trial_id"])
+    attempt = trials["attempt_no"].to_numpy(dtype=float, na_value=np.nan)
+    order = np.where(np.isnan(attempt), -(2.0**62), attempt).astype(np.int64)
+    keep = _latest_per_key(key, order)
+    if keep.all():
+        return trials
+    return trials.iloc[np.flatnonzero(keep)]
+
+
+def _catalog_arrays(scores: pd.DataFrame, tkey: np.ndarray) -> tuple[pd.DataFrame, tuple]:
+    """The raw catalog (run_id, scorer, newest non-null scorer_group and weight) and the
+    (run codes, run names, scorer codes, scorer names) of every score row."""
+    run_c, run_u = str_codes(scores["run_id"])
+    sc_c, sc_u = str_codes(scores["scorer"])
+    n_sc = max(len(sc_u), 1)
+    gid = np.where((run_c >= 0) & (sc_c >= 0), run_c * n_sc + sc_c, -1)
+    n_g = max(len(run_u), 1) * n_sc
+    present = np.bincount(gid[gid >= 0], minlength=n_g) > 0
+    cols: dict[str, list] = {"scorer_group": [None] * n_g, "weight": [None] * n_g}
+    if "scorer_group" in scores:
+        g_c, g_u = str_codes(scores["scorer_group"])
+        best = last_of_max(np.where(g_c >= 0, gid, -1), tkey, n_g)
+        cols["scorer_group"] = [g_u[g_c[r]] if r >= 0 else None for r in best]
+    if "weight" in scores:
+        w = scores["weight"].to_numpy(dtype=float, na_value=np.nan)
+        best = last_of_max(np.where(np.isnan(w), -1, gid), tkey, n_g)
+        cols["weight"] = [float(w[r]) if r >= 0 else None for r in best]
+    groups = np.flatnonzero(present)
+    cat = pd.DataFrame(
+        {
+            "run_id": [run_u[g // n_sc] for g in groups],
+            "scorer": [sc_u[g % n_sc] for g in groups],
+            "scorer_group": [cols["scorer_group"][g] for g in groups],
+            "weight": pd.array([cols["weight"][g] for g in groups], dtype="Float64").to_numpy(
+                dtype=float, na_value=np.nan
+            ),
+        }
+    )
+    return cat, (run_c, run_u, sc_c, sc_u)
+
+
+def _finish_catalog(cat: pd.DataFrame) -> pd.DataFrame:
+    cat = cat.astype({"run_id": object, "scorer": object, "scorer_group": object})
+    missing_group = cat["scorer_group"].isna() | (cat["scorer_group"] == "")
+    cat.loc[missing_group, "scorer_group"] = cat.loc[missing_group, "scorer"].map(default_group)
+    cat["weight"] = cat["weight"].astype(float).fillna(1.0)
+    cat["_key"] = cat["scorer"].map(display_key)
+    cat = cat.sort_values(["run_id", "_key"]).drop(columns="_key").reset_index(drop=True)
+    primary: dict[str, str] = {}
+    for run_id, sub in cat.groupby("run_id", sort=False):
+        groups = list(dict.fromkeys(sub["scorer_group"]))
+        first = [g for g in PRIMARY_PRIORITY if g in groups]
+        primary[run_id] = first[0] if first else sorted(groups, key=display_key)[0]
+    cat["is_primary_group"] = cat["scorer_group"] == cat["run_id"].map(primary)
+    return cat
+
+
+def scorer_catalog(scores: pd.DataFrame) -> pd.DataFrame:
+    """Scorers used per run with their group, weight and whether they decide pass/fail."""
+    if len(scores) == 0:
+        return pd.DataFrame(
+            columns=["run_id", "scorer", "scorer_group", "weight", "is_primary_group"]
+        )
+    tkey = time_key(scores.get("scored_at"), len(scores))
+    return _finish_catalog(_catalog_arrays(scores, tkey)[0])
+
+
+def _group_members(catalog: pd.DataFrame) -> dict[str, list[str]]:
+    members: dict[str, list[str]] = {}
+    for scorer, group in zip(catalog["scorer"], catalog["scorer_group"], strict=True):
+        if scorer not in members.get(group, []):
+            members.setdefault(group, []).append(scorer)
+    return members
+
+
+def trial_overall(trials: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial with its latest score per scorer, group values, overall and pass."""
+    trials = latest_trials(trials)
+    base = trials.loc[:, [c for c in TRIAL_COLUMNS if c in trials.columns]].reset_index(drop=True)
+    n = len(base)
+    for col in CATEGORICAL:
+        if col in base:
+            base[col] = as_categorical(base[col])
+    run_codes = base["run_id"].cat.codes.to_numpy().astype(np.int64)
+    run_names = list(base["run_id"].cat.categories.astype(object))
+    if len(scores):
+        tkey = time_key(scores.get("scored_at"), len(scores))
+        raw, (s_run, s_run_u, s_sc, s_sc_u) = _catalog_arrays(scores, tkey)
+        catalog = _finish_catalog(raw)
+    else:
+        catalog = _finish_catalog(
+            pd.DataFrame(columns=["run_id", "scorer", "scorer_group", "weight"])
+        )
+    scorers = sorted(dict.fromkeys(catalog["scorer"]), key=display_key)
+    run_index = {r: i for i, r in enumerate(run_names)}
+
+    values: dict[str, np.ndarray] = {}
+    codes: dict[str, np.ndarray] = {}
+    cost_total = np.zeros(n)
+    cost_known = np.zeros(n, dtype=bool)
+    if scorers and n:
+        n_s = len(scorers)
+        row = _match_trials(base, run_codes, run_names, scores, s_run, s_run_u)
+        sc_map = np.array([scorers.index(x) if x in scorers else -1 for x in s_sc_u] + [-1])
+        sc = sc_map[s_sc]  # -1 (null scorer) takes the trailing -1
+        del s_run, s_sc
+        ok = (row >= 0) & (sc >= 0)
+        cell = np.where(ok, row * n_s + sc, -1)
+        del row, sc
+        win = _latest_per_key(cell, tkey) & ok  # one winner per (trial, scorer)
+        del tkey
+        src = np.flatnonzero(win)
+        cell = cell[src]
+        st_c, st_u = str_codes(scores["status"])
+        st_map = np.array([STATUS_CODE.get(x, CODE_OTHER) for x in st_u] + [CODE_OTHER])
+        v_all = np.full(n * n_s, np.nan)
+        s_all = np.full(n * n_s, CODE_MISSING, dtype=np.int8)
+        c_all = np.full(n * n_s, np.nan)
+        v_all[cell] = scores["value"].to_numpy(dtype=float, na_value=np.nan)[src]
+        s_all[cell] = st_map[st_c[src]]
+        del st_c
+        if "cost_usd" in scores.columns:
+            c_all[cell] = scores["cost_usd"].to_numpy(dtype=float, na_value=np.nan)[src]
+        del cell, src, win
+        v_all, s_all, c_all = (a.reshape(n, n_s) for a in (v_all, s_all, c_all))
+        for i, scorer in enumerate(scorers):
+            v, st, c = v_all[:, i].copy(), s_all[:, i].copy(), c_all[:, i]
+            # trials of runs that do not use this scorer: no status at all
+            runs = set(catalog.loc[catalog["scorer"] == scorer, "run_id"])
+            in_run = np.array([r in runs for r in run_names] or [False])[run_codes]
+            st[~in_run] = -1
+            v[st != CODE_SCORED] = np.nan
+            values[scorer], codes[scorer] = v, st
+            known = ~np.isnan(c)
+            cost_total[known] += c[known]
+            cost_known |= known
+        del v_all, s_all, c_all
+
+    out = {}
+    members = _group_members(catalog)
+    group_values: dict[str, np.ndarray] = {}
+    group_codes: dict[str, np.ndarray] = {}
+    for group, crit in members.items():
+        if group in values and crit == [group]:
+            group_values[group], group_codes[group] = values[group], codes[group]
+            continue
+        num = np.zeros(n)
+        den = np.zeros(n)
+        first_code = np.full(n, -1, dtype=np.int8)
+        for scorer in crit:
+            w = _run_lookup(catalog, scorer, "weight", run_names, run_codes, default=0.0)
+            counted = w > 0
+            ok = counted & (codes[scorer] == CODE_SCORED)
+            num[ok] += w[ok] * values[scorer][ok]
+            den[ok] += w[ok]
+            take = counted & (first_code == -1) & (codes[scorer] != -1)
+            first_code[take] = codes[scorer][take]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gv = np.where(den > 0, num / den, np.nan)
+        gc = np.where(den > 0, CODE_SCORED, first_code).astype(np.int8)
+        # a run whose judge criteria all have weight 0: reported, nothing counted
+        uses = np.zeros(n, dtype=bool)
+        for scorer in crit:
+            uses |= codes[scorer] != -1
+        gc[uses & (gc == -1)] = STATUS_CODE["not_scored"]
+        group_values[group], group_codes[group] = gv, gc
+
+    for scorer in scorers:
+        out[score_col(scorer)] = values[scorer]
+        out[status_col(scorer)] = _status_categorical(codes[scorer])
+    for group in sorted(group_values, key=display_key):
+        if group not in values:
+            out[score_col(group)] = group_values[group]
+            out[status_col(group)] = _status_categorical(group_codes[group])
+    total = np.zeros(n)
+    groups_scored = np.zeros(n, dtype=np.int64)
+    for g in group_values:  # same order as before: insertion order of the groups
+        gv = group_values[g]
+        ok = ~np.isnan(gv)
+        total[ok] += gv[ok]
+        groups_scored += ok
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overall = np.where(groups_scored > 0, total / np.maximum(groups_scored, 1), np.nan)
+    out["groups_scored"] = groups_scored
+    out["overall"] = overall
+
+    primary_by_run = (
+        catalog.loc[catalog["is_primary_group"]]
+        .drop_duplicates("run_id")
+        .set_index("run_id")["scorer_group"]
+    )
+    prim_names = sorted(set(primary_by_run), key=display_key)
+    prim_code_of_run = np.array(
+        [
+            prim_names.index(primary_by_run[r]) if r in primary_by_run.index else -1
+            for r in run_names
+        ]
+        or [-1],
+        dtype=np.int64,
+    )
+    prim_idx = prim_code_of_run[run_codes] if n else np.zeros(0, dtype=np.int64)
+    pvalue = np.full(n, np.nan)
+    pcode = np.full(n, -1, dtype=np.int8)
+    for j, g in enumerate(prim_names):
+        sel = prim_idx == j
+        if len(prim_names) == 1 and sel.all():
+            pvalue, pcode = group_values[g].copy(), group_codes[g].copy()
+            break
+        pvalue[sel] = group_values[g][sel]
+        pcode[sel] = group_codes[g][sel]
+    out["primary_scorer"] = (
+        pd.Categorical.from_codes(prim_idx, categories=prim_names)
+        if prim_names
+        else pd.Categorical([None] * n)
+    )
+    out["primary_status"] = _status_categorical(pcode)
+    nan_p = np.isnan(pvalue)
+    out["passed"] = pd.arrays.BooleanArray(np.where(nan_p, False, pvalue >= 1 - EPS), nan_p)
+    out["scorer_cost_usd"] = np.where(cost_known, cost_total, np.nan)
+    del run_index
+    result = base
+    for name, col in out.items():  # one block per column: no consolidation copy
+        result[name] = col
+    result.attrs["scorer_catalog"] = catalog.to_dict("records")
+    return result
+
+
+def _match_trials(
+    base: pd.DataFrame,
+    run_codes: np.ndarray,
+    run_names: list[str],
+    scores: pd.DataFrame,
+    s_run: np.ndarray,
+    s_run_u: list,
+) -> np.ndarray:
+    """Row in `base` of every score row by exact (run_id, trial_id); -1 when none."""
+    run_of = {r: i for i, r in enumerate(run_names)}
+    s_to_base = np.array([run_of.get(r, -1) for r in s_run_u] + [-1], dtype=np.int64)
+    s_base_run = s_to_base[s_run]
+    if len(run_names) == 1 and (s_base_run == 0).all() and (run_codes == 0).all():
+        return lookup_rows(scores["trial_id"], base["trial_id"])
+    row = np.full(len(scores), -1, dtype=np.int64)
+    for i in range(len(run_names)):
+        t_rows = np.flatnonzero(run_codes == i)
+        s_rows = np.flatnonzero(s_base_run == i)
+        if len(t_rows) == 0 or len(s_rows) == 0:
+            continue
+        pos = lookup_rows(
+            scores["trial_id"].iloc[s_rows].reset_index(drop=True),
+            base["trial_id"].iloc[t_rows].reset_index(drop=True),
+        )
+        row[s_rows] = np.where(pos >= 0, t_rows[np.maximum(pos, 0)], -1)
+    return row
+
+
+def _status_categorical(codes: np.ndarray) -> pd.Categorical:
+    return pd.Categorical.from_codes(codes.astype(np.int8), categories=STATUS_LABELS)
+
+
+def _run_lookup(
+    catalog: pd.DataFrame,
+    scorer: str,
+    column: str,
+    run_names: list[str],
+    run_codes: np.ndarray,
+    default: float,
+) -> np.ndarray:
+    sub = catalog.loc[catalog["scorer"] == scorer].set_index("run_id")[column]
+    table = np.array([float(sub.get(r, default)) for r in run_names] or [default])
+    return table[run_codes] if len(run_codes) else np.zeros(0)

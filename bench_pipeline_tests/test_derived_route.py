@@ -1,0 +1,191 @@
+"""compute_derived reads only the columns it needs, as compact frames, and gives the same tables
+as commit a5575a0's pandas route (its code is kept in reference_a5575a0/) to 1e-9.
+
+The data is perf/analysis.py's generator (outcomes, unknown costs, judge criteria with weights,
+rescored rows superseding older ones), stored in a real warehouse in the layouts a run writes,
+plus resumed trials (a second attempt of some trials) and a baseline run for the regressions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench_pipeline.runs.derived import DERIVED_TABLES, compute_derived, store_derived
+from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline_tests import reference_a5575a0 as reference
+
+ROOT = Path(__file__).resolve().parents[1]
+ANNOTATIONS = {"is_control", "judge_grades_itself"}  # added by compute_derived, both versions
+
+
+def _perf_module():
+    spec = importlib.util.spec_from_file_location("perf_analysis", ROOT / "perf" / "analysis.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PERF = _perf_module()
+
+
+def _resumed(trials: pd.DataFrame) -> pd.DataFrame:
+    """A second attempt of every 7th trial with another outcome and cost (a resumed run)."""
+    again = trials.iloc[::7].copy()
+    again["attempt_no"] = 2
+    again["outcome"] = np.where(again["outcome"] == "succeeded", "agent_error", "succeeded")
+    again["cost_usd"] = again["cost_usd"] * 2
+    return again
+
+
+def _warehouse(
+    root: Path, layout: str, seed: int, run_id: str, reps: int = 4, orphan: bool = False
+) -> Warehouse:
+    trials, scores = PERF.generate(7, 3, reps, seed=seed, run_id=run_id)
+    PERF.write_warehouse(root, trials, scores, layout)
+    wh = Warehouse(root)
+    again = _resumed(trials)
+    first = again.iloc[0]
+    wh.write("trials", again, run_id, f"{first['config_id']}/rep{int(first['repetition'])}/zz")
+    # an `assert` scorer with per-turn details for the scenario turns table, rescored once
+    rows = []
+    for _, t in trials.iloc[:24].iterrows():
+        for at, passed in (("2025-01-01", t["repetition"] % 2 == 0), ("2025-01-03", True)):
+            details = {"turns": [{"turn": 1, "passed": bool(passed), "latency_ms": 12.5}]}
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "trial_id": t["trial_id"],
+                    "task_id": t["task_id"],
+                    "config_id": t["config_id"],
+                    "repetition": int(t["repetition"]),
+                    "scorer": "assert",
+                    "scorer_group": "assert",
+                    "weight": 1.0,
+                    "status": "scored",
+                    "value": 1.0 if passed else 0.0,
+                    "details_json": json.dumps(details),
+                    "rescore_id": "initial" if at == "2025-01-01" else "rescore-2",
+                    "scored_at": pd.Timestamp(at, tz="UTC"),
+                }
+            )
+    wh.write("scores", rows, run_id, "asserts/all")
+    if orphan:  # a score of a trial that has no row: the general route
+        orphan = dict(rows[0], trial_id="ghost/cfg-0/1", task_id="ghost", scorer="checks")
+        wh.write("scores", [orphan], run_id, "orphans/all")
+    return wh
+
+
+def _same_value(a: object, b: object) -> bool:
+    if isinstance(a, list | tuple | np.ndarray) or isinstance(b, list | tuple | np.ndarray):
+        return list(a) == list(b)
+    missing_a = a is None or (isinstance(a, float) and math.isnan(a)) or a is pd.NA
+    missing_b = b is None or (isinstance(b, float) and math.isnan(b)) or b is pd.NA
+    if missing_a or missing_b:
+        return missing_a and missing_b
+    if isinstance(a, int | float | np.number) and isinstance(b, int | float | np.number):
+        return abs(float(a) - float(b)) <= 1e-9
+    return a == b
+
+
+def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
+    extra = set(new.columns) - set(old.columns)
+    assert extra <= ANNOTATIONS | {"run_id"}, (name, extra)
+    assert [c for c in new.columns if c in old.columns] == [
+        c for c in old.columns if c in new.columns
+    ], name
+    assert set(old.columns) <= set(new.columns), (name, set(old.columns) - set(new.columns))
+    assert len(new) == len(old), (name, len(new), len(old))
+    for col in old.columns:
+        for i, (a, b) in enumerate(zip(new[col].tolist(), old[col].tolist(), strict=True)):
+            assert _same_value(a, b), f"{name}.{col} row {i}: {a!r} != {b!r}"
+
+
+# (layout, repetitions, orphan score): 24 repetitions in partitions are > FEW_FILES score files
+@pytest.mark.parametrize(
+    ("layout", "reps", "orphan"),
+    [("trial", 4, False), ("run", 4, True), ("partition", 24, False), ("partition", 24, True)],
+)
+def test_derived_tables_equal_the_previous_implementation(
+    tmp_path: Path, layout: str, reps: int, orphan: bool
+) -> None:
+    from bench_pipeline.runs.derived import FEW_FILES
+
+    run_id, base_id = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
+    _warehouse(tmp_path, layout, seed=3, run_id=base_id, reps=reps)
+    wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan)
+    assert (len(wh.files("scores", run_id)) > FEW_FILES) == (layout == "partition")
+
+    derived = compute_derived(wh, run_id, baseline_run_id=base_id)
+    old, old_recs = reference.derived_tables(
+        wh, run_id, base_id, {"overall": 0.05, "cost": 0.25}, suite="perf"
+    )
+    assert set(derived.tables) == set(DERIVED_TABLES) == set(old)
+    for name in DERIVED_TABLES:
+        assert_same_table(name, derived.tables[name], old[name])
+    assert derived.recommendations == old_recs
+    # the data exercises what it should: rescored cells, resumed trials, every table non-empty
+    assert len(derived.tables["regressions"]) == 2 * 3
+    assert len(derived.tables["scenario_turns"]) > 0
+    assert len(derived.tables["paired_comparison"]) == 2
+    assert derived.tables["config_table"]["trials"].sum() == 7 * 3 * reps
+    # the stored tables read back as they were computed
+    store_derived(wh, derived)
+    stored = wh.read("config_table", run_id)
+    assert stored["overall"].tolist() == pytest.approx(
+        derived.tables["config_table"]["overall"].tolist(), abs=1e-12
+    )
+
+
+def test_mcnemar_without_scipy_matches_scipy() -> None:
+    from scipy import stats
+
+    from bench_pipeline.results.effects import mcnemar_p
+
+    for n in [*range(1, 120), 1000, 4321, 99999]:
+        for b in {b for b in (0, 1, 2, n // 3, n // 2, (n + 1) // 2, n - 1, n) if b <= n}:
+            want = stats.binomtest(b, n, 0.5).pvalue
+            assert mcnemar_p(b, n - b) == pytest.approx(want, abs=1e-9, rel=0), (b, n)
+
+
+def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> None:
+    """perf/analysis.py end to end, small: both routes run and print their totals and peaks."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = ["--tasks", "4", "--configs", "2", "--reps", "3", "--layout", "partition"]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "perf" / "analysis.py"), *args, "--also-a5575a0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "generated 24 trials" in out
+    assert "TOTAL compute_derived (read + every derived table)" in out
+    assert "TOTAL a5575a0 derived tables" in out
+    assert out.count("peak RSS of the measuring process (VmHWM)") == 2
+    assert "paired comparison" in out and "config table by tag" in out
+
+
+def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:
+    from bench_pipeline.warehouse.store import CorruptFileError
+
+    run_id = "perf-20250101T000000-0000"
+    trials, scores = PERF.generate(3, 2, 2, run_id=run_id)
+    PERF.write_warehouse(tmp_path, trials, scores, "partition")
+    wh = Warehouse(tmp_path)
+    victim = wh.files("scores", run_id)[1]
+    victim.write_bytes(victim.read_bytes()[:40])
+    with pytest.raises(CorruptFileError) as err:
+        compute_derived(wh, run_id)
+    assert str(victim) in str(err.value) and "move it aside" in str(err.value)
