@@ -148,48 +148,60 @@ def run_bench(tree: Path, launch: Path, home: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to measure")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        action="append",
+        help="a checkout to measure (repeat to compare checkouts in the same rounds; "
+        "default: this one)",
+    )
     parser.add_argument(
         "--sizes", type=int, nargs=2, default=(20, 200), help="the two case counts (even)"
     )
     args = parser.parse_args()
-    tree = args.tree.resolve()
+    trees = [t.resolve() for t in (args.tree or [ROOT])]
     sizes = tuple(args.sizes)
     server = InstantChat()
-    results: dict[int, list[float]] = {n: [] for n in sizes}
-    net: dict[int, list[float]] = {n: [] for n in sizes}
+    wall: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
+    net: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
     with tempfile.TemporaryDirectory(prefix="bench-text-") as tmp:
         tmpdir = Path(tmp)
         launches = {n: write_factory(tmpdir / f"factory-{n}", server.url, n // 2) for n in sizes}
-        home = tmpdir / "home"
-        run_bench(tree, launches[sizes[0]], home)  # warm-up, uncounted (creates the instance)
+        homes = {t: tmpdir / f"home-{i}" for i, t in enumerate(trees)}
+        for t in trees:  # warm-up, uncounted (creates the instance, caches the bytecode)
+            run_bench(t, launches[sizes[0]], homes[t])
         server.take()
+        plan = [(t, n) for t in trees for n in sizes]
         for r in range(args.rounds):
-            for n in sizes if r % 2 == 0 else reversed(sizes):
-                wall = run_bench(tree, launches[n], home)
+            for t, n in plan if r % 2 == 0 else reversed(plan):
+                elapsed = run_bench(t, launches[n], homes[t])
                 requests, busy = server.take()
                 if requests != n:
                     raise SystemExit(f"{n} cases made {requests} chat requests")
-                results[n].append(wall)
-                net[n].append(wall - busy)
+                wall[t, n].append(elapsed)
+                net[t, n].append(elapsed - busy)
                 print(
-                    f"round {r + 1}: N={n} wall {wall:.3f} s, server {busy:.4f} s",
+                    f"round {r + 1}: {t} N={n} wall {elapsed:.3f} s, server {busy:.4f} s",
                     file=sys.stderr,
                 )
     small, large = sizes
-    slopes = [(b - a) / (large - small) for a, b in zip(net[small], net[large], strict=True)]
-    per_case = statistics.median(slopes)
-    fixed = statistics.median(
-        [a - per_case * small for a in net[small]] + [b - per_case * large for b in net[large]]
-    )
-    print(f"tree: {tree}  rounds: {args.rounds}  (medians)")
-    for n in sizes:
-        wall = statistics.median(results[n])
-        print(
-            f"  N={n:4d}: bench run {wall:7.3f} s; (wall - server) / N = {statistics.median(net[n]) / n:.4f} s per case"
+    for t in trees:
+        slopes = [
+            (b - a) / (large - small) for a, b in zip(net[t, small], net[t, large], strict=True)
+        ]
+        per_case = statistics.median(slopes)
+        fixed = statistics.median(
+            [a - per_case * small for a in net[t, small]]
+            + [b - per_case * large for b in net[t, large]]
         )
-    print(f"  fit over N = {small}, {large}: fixed {fixed:.3f} s + {per_case:.4f} s per case")
-    print(f"  promptfoo's bar: 0.005 s per case -> {per_case / 0.005:.1f}x")
+        print(f"tree: {t}  rounds: {args.rounds}  (medians)")
+        for n in sizes:
+            print(
+                f"  N={n:4d}: bench run {statistics.median(wall[t, n]):7.3f} s; "
+                f"(wall - server) / N = {statistics.median(net[t, n]) / n:.4f} s per case"
+            )
+        print(f"  fit over N = {small}, {large}: fixed {fixed:.3f} s + {per_case:.4f} s per case")
+        print(f"  promptfoo's bar: 0.005 s per case -> {per_case / 0.005:.1f}x")
 
 
 if __name__ == "__main__":
