@@ -86,7 +86,9 @@ def floor_script(example: Path, work: Path, tree: Path) -> Path:
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    # From a neutral folder: `python -c` puts the working directory first on sys.path, which
+    # would import a checkout found there instead of the one PYTHONPATH names.
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=env["BENCH_HOME"])
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(
@@ -138,6 +140,8 @@ def main() -> None:
                 "bench run": [py, "-c", BENCH, "run", str(launch), "--quiet", "--json"],
             }
             plans.append((str(tree), env, commands))
+        for _tree, env, _commands in plans:
+            Path(env["BENCH_HOME"]).mkdir(parents=True)
         # Warm-up, uncounted: the Dagster instance is created, the page cache is warm.
         for _tree, env, commands in plans:
             for argv in commands.values():

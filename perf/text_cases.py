@@ -135,7 +135,9 @@ def run_bench(tree: Path, launch: Path, home: Path) -> float:
         "--fail-on-error",
     ]
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    home.mkdir(parents=True, exist_ok=True)
+    # From a neutral folder: `python -c` puts the working directory first on sys.path.
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=home)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{shlex.join(argv[3:])} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
