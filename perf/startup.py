@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
@@ -84,7 +85,9 @@ def floor_script(example: Path, work: Path, tree: Path) -> Path:
     return script
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str, float]:
+    """(wall seconds, stderr, CPU seconds of the process tree: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     # From a neutral folder: `python -c` puts the working directory first on sys.path, which
     # would import a checkout found there instead of the one PYTHONPATH names.
@@ -94,7 +97,9 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
         raise SystemExit(
             f"{shlex.join(argv[:4])}... exited {proc.returncode}:\n{proc.stderr[-2000:]}"
         )
-    return elapsed, proc.stderr
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, proc.stderr, cpu
 
 
 def main() -> None:
@@ -147,13 +152,15 @@ def main() -> None:
             for argv in commands.values():
                 timed(argv, env)
         times = {t: {name: [] for name in c} for t, _e, c in plans}
+        cpus = {t: {name: [] for name in c} for t, _e, c in plans}
         rss: dict[str, list[int]] = {t: [] for t, _e, _c in plans}
         for r in range(args.rounds):
             # Alternate which checkout goes first, so neither always runs on a cooler machine.
             for tree, env, commands in plans if r % 2 == 0 else reversed(plans):
                 for name, argv in commands.items():
-                    elapsed, err = timed(argv, env)
+                    elapsed, err, cpu = timed(argv, env)
                     times[tree][name].append(elapsed)
+                    cpus[tree][name].append(cpu)
                     if name == "bench run":
                         rss[tree].append(int(re.search(r"PEAK_RSS_KB (\d+)", err).group(1)))
                 print(
@@ -163,14 +170,23 @@ def main() -> None:
                 )
     for tree, _env, _commands in plans:
         report(tree, args.rounds, times[tree], rss[tree])
+        # CPU time is what a loaded, shared machine distorts least.
+        print(
+            "  CPU seconds (user + system, medians): "
+            + ", ".join(f"{n} {statistics.median(v):.3f}" for n, v in cpus[tree].items())
+        )
     if len(plans) > 1:
         first, *others = [t for t, _e, _c in plans]
         for other in others:
             for name in ("import definitions", "bench --help", "bench run"):
-                ratios = [
-                    a / b for a, b in zip(times[other][name], times[first][name], strict=True)
-                ]
-                print(f"{name}: {other} / {first} = {statistics.median(ratios):.2f}x (same round)")
+                for what, table in (("wall", times), ("CPU", cpus)):
+                    ratios = [
+                        a / b for a, b in zip(table[other][name], table[first][name], strict=True)
+                    ]
+                    print(
+                        f"{name} ({what}): {other} / {first} = "
+                        f"{statistics.median(ratios):.2f}x (same round)"
+                    )
 
 
 def report(tree: str, rounds: int, times: dict[str, list[float]], rss: list[int]) -> None:

@@ -86,12 +86,12 @@ def _empty(schema: pa.Schema | None) -> pd.DataFrame:
 
 
 # Small Parquet files read before, by identity. A warehouse file is never rewritten in place
-# (a write is a new file renamed over the old one: a new inode), so (inode, size, mtime) names
-# its content; a partition's files are read several times per step (done trials, the rows to
+# (a write is a new file renamed over the old one: a new inode, new ctime), so (inode, size,
+# mtime, ctime) names its content — and this process's own writes drop their entry outright; a partition's files are read several times per step (done trials, the rows to
 # show, the rows to grade) and each read of a one-row file costs ~1-2 ms of footer parsing.
 _SMALL_FILE_BYTES = 256 * 1024
 _CACHE_ENTRIES = 4096
-_cache: OrderedDict[tuple[str, int, int, int, int], pa.Table] = OrderedDict()
+_cache: OrderedDict[tuple[str, int, int, int, int, int], pa.Table] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -101,7 +101,7 @@ def _small_table(path: Path, schema: pa.Schema) -> pa.Table:
     st = path.stat()
     if st.st_size > _SMALL_FILE_BYTES:
         return pq.read_table(path, schema=schema)
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, id(schema))
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, id(schema))
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -113,6 +113,12 @@ def _small_table(path: Path, schema: pa.Schema) -> pa.Table:
         while len(_cache) > _CACHE_ENTRIES:
             _cache.popitem(last=False)
     return table
+
+
+def _forget(path: Path) -> None:
+    with _cache_lock:
+        for key in [k for k in _cache if k[0] == str(path)]:
+            del _cache[key]
 
 
 def _to_arrow(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pa.Table:
@@ -167,6 +173,7 @@ class Warehouse:
 
         pq.write_table(arrow, tmp)
         os.replace(tmp, target)
+        _forget(target)
         return target
 
     def write_json(self, relpath: str, data: Any) -> Path:

@@ -43,16 +43,16 @@ def snapshot_inputs(suite_dir: Path, files: dict[str, str], dest: Path) -> None:
 # only by freeze_inputs (temp file + rename, so a rewrite changes the inode), and every trial
 # re-hashes its own copy around grading, so skipping a re-hash of an unchanged store file in
 # the next partition trades nothing for one full read per input per partition.
-_VERIFIED: dict[Path, tuple[tuple[int, int, int], str]] = {}
+_VERIFIED: dict[Path, tuple[tuple[int, int, int, int], str]] = {}
 _VERIFIED_LOCK = threading.Lock()
 
 
-def _stat_id(path: Path) -> tuple[int, int, int] | None:
+def _stat_id(path: Path) -> tuple[int, int, int, int] | None:
     try:
         st = path.stat()
     except OSError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _store_matches(target: Path, expected: str) -> bool:
