@@ -43,6 +43,7 @@ from bench_pipeline.agents.base import (
     register_agent,
 )
 from bench_pipeline.agents.pricing import add_spend, over_budget, priced_usage
+from bench_pipeline.agents.tls import shared_ssl_context
 from bench_pipeline.agents.tools import Toolbox
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.lazy import anthropic
@@ -201,7 +202,11 @@ class AnthropicAgent(Agent):
 
     def client(self, request: AgentRequest, api_key: str) -> anthropic.Anthropic:
         base_url = self.spec.base_url or request.env.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+        # The process's one TLS context: building one per trial costs ~50-80 ms of CA loading.
+        http_client = anthropic.DefaultHttpxClient(verify=shared_ssl_context())
+        return anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client
+        )
 
     # ------------------------------------------------------------------ run
 

@@ -18,9 +18,7 @@ Token convention: OpenAI's `prompt_tokens` include cached tokens; we record
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bench_pipeline.agents.base import (
     BUDGET,
@@ -34,8 +32,12 @@ from bench_pipeline.agents.base import (
     register_agent,
 )
 from bench_pipeline.agents.pricing import add_spend, as_int, over_budget, priced_usage
+from bench_pipeline.agents.tls import shared_ssl_context
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import AgentSpec
+
+if TYPE_CHECKING:
+    import httpx
 
 STATE_KEY = "chat_messages"
 RETRYABLE_STATUS = {408, 409, 429}
@@ -149,7 +151,9 @@ class HttpChatAgent(Agent):
         usage: Usage | None = None
         retries = 0
         status, error, answer = COMPLETED, None, None
-        with httpx.Client() as client:
+        import httpx  # ~0.1 s: paid by the trials that chat, not by every import of the agents
+
+        with httpx.Client(verify=shared_ssl_context()) as client:
             for index, user in enumerate(users, start=1):
                 messages.append({"role": "user", "content": user})
                 try:
@@ -195,6 +199,8 @@ class HttpChatAgent(Agent):
         messages: list[dict[str, Any]],
         index: int,
     ) -> tuple[dict[str, Any], Usage, str, int]:
+        import httpx
+
         url = endpoint(self.spec.url or "")
         payload: dict[str, Any] = {"messages": messages}
         if self.spec.model:

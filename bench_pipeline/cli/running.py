@@ -133,7 +133,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench_pipeline.cli.results import show_results
     from bench_pipeline.defs.launcher import execute_run, get_instance
     from bench_pipeline.runs.benchmark_run import agent_drift, load_run
-    from bench_pipeline.runs.estimate import estimate_launch
     from bench_pipeline.runs.start import (
         apply_overrides,
         isolation_warnings,
@@ -156,9 +155,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         if not args.launch:
             raise common.CliError("run: give a launch file (or --resume RUN)")
-        launch, prices = load_and_check(args.launch)
+        loaded = load_and_check(args.launch)
+        launch, prices = loaded
         launch = apply_overrides(launch, **_overrides(args))
         if args.max_cost is not None:
+            from bench_pipeline.runs.estimate import estimate_launch  # pandas: only with a cap
+
             est = estimate_launch(launch, prices, paths.warehouse)
             cap = est["cost_cap_usd"]
             if cap is None or cap > args.max_cost:
@@ -167,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     raise common.CliError(
                         f"--max-cost: the launch's cost cap is {shown}, above ${args.max_cost:.2f}; add --yes to run anyway"
                     )
-        run = start_run(args.launch, paths, overrides=_overrides(args))
+        run = start_run(args.launch, paths, overrides=_overrides(args), checked=loaded)
     total = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
     plan = run.launch.adaptive
     shown = (

@@ -6,11 +6,16 @@ columns (at most `MAX_ROWS` rows, the count says when cut); `rows_table(rows, co
 same from row dicts with a fixed schema.
 """
 
+from __future__ import annotations
+
+import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a frame is described, not when definitions load
+    import pandas as pd
 
 MAX_ROWS = 200  # rows of an inline table; the full table is in the warehouse
 OWNERS = ["team:bench"]
@@ -37,6 +42,8 @@ COLUMN_DOCS = {
 
 
 def _kind(dtype: Any) -> str:
+    import pandas as pd
+
     if pd.api.types.is_bool_dtype(dtype):
         return "bool"
     if pd.api.types.is_integer_dtype(dtype):
@@ -61,8 +68,13 @@ def table_schema(frame: pd.DataFrame, columns: Iterable[str] | None = None) -> d
 def _cell(value: Any, kind: str) -> Any:
     if isinstance(value, list | tuple):
         return ", ".join(map(str, value))[:300]
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
+    if not isinstance(value, str | bool | int | float):
+        import pandas as pd  # NaT, pd.NA, numpy scalars: only frames carry them
+
+        if pd.isna(value):
+            return None
     if kind == "bool":
         return bool(value)
     if kind == "int":

@@ -170,11 +170,12 @@ def resolve_commit(repo: str, ref: str, file: str) -> str:
         path = local_repo(repo)
     except GitError as exc:
         raise BenchInputError(file, "repo", f"cannot fetch {repo}: {exc}") from None
-    if not is_git_repo(path):
+    # One git call per task in the common case: a ref that resolves proves the repository.
+    sha = rev_parse(str(path), ref) if path.is_dir() else None
+    if sha is None and not is_git_repo(path):
         raise BenchInputError(
             file, "repo", f"{repo} is not a git repository; point repo at a git checkout or URL"
         )
-    sha = rev_parse(str(path), ref)
     if sha is None:
         hint = "" if is_url(repo) else f" (see `git -C {path} log --oneline`)"
         raise BenchInputError(

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.ops.github import FAILURE, PENDING, SUCCESS, ChecksClient, summarize, verdict
-from bench_pipeline.results.scores import latest_trials
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.scorers.base import SCORE_SCORED, ScoreResult
 from bench_pipeline.scorers.ci import (
@@ -202,6 +201,8 @@ def _poll_run(
     if ci is None:
         cursor.done_runs.append(run_id)
         return True
+    from bench_pipeline.results.scores import latest_trials  # the results load when polled
+
     trials = latest_trials(warehouse.read("trials", run_id))
     latest = _latest_ci_rows(warehouse, run_id)
     expected = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions

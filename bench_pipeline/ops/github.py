@@ -19,8 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from bench_pipeline.scorers.ci import FAILURE, PENDING, SUCCESS
 
 PASSING_CONCLUSIONS = frozenset({"success", "neutral", "skipped"})
@@ -58,6 +56,8 @@ class ChecksClient:
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        import httpx  # loaded by the sensor tick that polls, not with the definitions
+
         self._client = httpx.Client(base_url=api_url.rstrip("/"), headers=headers, timeout=timeout)
 
     def close(self) -> None:
@@ -70,6 +70,8 @@ class ChecksClient:
         self.close()
 
     def check_suites(self, repo: str, sha: str, etag: str | None = None) -> ChecksReply:
+        import httpx
+
         headers = {"If-None-Match": etag} if etag else {}
         try:
             resp = self._client.get(

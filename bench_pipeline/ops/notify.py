@@ -37,9 +37,6 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-import pandas as pd
-
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 
@@ -89,6 +86,8 @@ def _blank(value: Any) -> bool:
     """None, NaN, pandas NA or an empty string (what a Parquet null reads back as)."""
     if value is None or (isinstance(value, str) and not value):
         return True
+    import pandas as pd  # Parquet nulls read back through a frame: pandas is already loaded
+
     try:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
@@ -223,6 +222,8 @@ def send_notification(
 ) -> bool:
     """POST `body` as JSON; retry network errors, 408/429 and 5xx with exponential backoff.
     Returns whether the webhook accepted it (2xx). Never raises."""
+    import httpx  # loaded when a webhook is sent, not with the definitions
+
     for attempt in range(1, attempts + 1):
         problem: str
         try:

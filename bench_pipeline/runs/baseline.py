@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from bench_pipeline.runs.benchmark_run import load_run, run_exists
-from bench_pipeline.runs.derived import pin_baseline
 from bench_pipeline.warehouse.store import Warehouse
 
 
@@ -17,6 +16,8 @@ def set_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
         raise BaselineError("baseline set: give SUITE RUN")
     if not run_exists(warehouse, run_id):
         raise BaselineError(f"baseline: no benchmark run '{run_id}'")
+    from bench_pipeline.runs.derived import pin_baseline  # the results load only when pinning
+
     run = load_run(run_id, warehouse)
     if run.suite != suite:
         raise BaselineError(f"baseline: run {run_id} is of suite '{run.suite}', not '{suite}'")

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_pipeline.formats.vocabulary import OUTCOME_CANCELLED
-from bench_pipeline.results.scores import latest_trials
 from bench_pipeline.runs.status import RUNNING, recover_interrupted, status_of
 from bench_pipeline.warehouse.store import Warehouse
 
@@ -59,6 +58,8 @@ def wait_until_stopped(
 
 def trial_outcomes(warehouse: Warehouse, run_id: str) -> tuple[list[str], list[str]]:
     """(cancelled trial ids, trial ids with another outcome): the latest row per trial."""
+    from bench_pipeline.results.scores import latest_trials  # the results load only when read
+
     trials = warehouse.read("trials", run_id)
     if trials.empty:
         return [], []

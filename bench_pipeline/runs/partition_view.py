@@ -3,13 +3,15 @@ materialization shows in the Dagster UI (task, outcome, score, cost, duration, e
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
 from bench_pipeline.warehouse import layout
-from bench_pipeline.warehouse.store import Warehouse
+
+if TYPE_CHECKING:  # pandas and the results are imported when a partition is shown, not at load
+    import pandas as pd
+
+    from bench_pipeline.warehouse.store import Warehouse
 
 # column -> (type, description); the order is the table's.
 PARTITION_COLUMNS: dict[str, tuple[str, str]] = {
@@ -25,13 +27,20 @@ PARTITION_COLUMNS: dict[str, tuple[str, str]] = {
 
 
 def _value(v: Any) -> Any:
-    if v is None or (not isinstance(v, str) and pd.isna(v)):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return None
+    if not isinstance(v, str | bool | int | float):
+        import pandas as pd  # NaT, pd.NA: only frames carry them
+
+        if pd.isna(v):
+            return None
     return v
 
 
 def trial_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows of just-executed trials (not scored yet): no read, score and status empty."""
+    from bench_pipeline.results.scores import latest_trials
+
     return _rows(latest_trials(trials), None, {}) if not trials.empty else []
 
 
@@ -40,6 +49,8 @@ def partition_trials(
 ) -> list[dict[str, Any]]:
     """The partition's trials (latest row each) with their scores, sorted by task; reads only
     the partition's own files."""
+    from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
+
     under = layout.partition_dir(config_id, rep)
     mine = warehouse.read("trials", run_id, under=under)
     if mine.empty:

@@ -9,19 +9,17 @@ rescore produced it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import traceback
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from bench_pipeline import scorers as _registered  # noqa: F401  (registers every scorer kind)
 from bench_pipeline.formats.model import Judge
 from bench_pipeline.formats.vocabulary import SCORE_ERROR, SCORE_MISSING
-from bench_pipeline.results.scores import latest_trials
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.scorers.base import (
@@ -32,6 +30,9 @@ from bench_pipeline.scorers.base import (
     make_scorer,
 )
 from bench_pipeline.warehouse import layout
+
+if TYPE_CHECKING:  # pandas and the results load when a partition is graded, not at import
+    import pandas as pd
 
 INITIAL = "initial"
 REGRADE_STATUSES = frozenset({SCORE_ERROR, SCORE_MISSING})
@@ -77,10 +78,21 @@ def load_evidence(run: BenchmarkRun, trial: dict[str, Any]) -> TrialEvidence:
         turns=data("turns.json", []),
         checks=data("checks.json", []),
         attempts=data("attempts.json", []),
-        cost_usd=None if cost is None or pd.isna(cost) else float(cost),
+        cost_usd=_known(cost),
         duration_seconds=trial.get("duration_seconds"),
         metadata=data("metadata.json", {}),
     )
+
+
+def _known(value: Any) -> float | None:
+    """A float cell of a frame row: None when missing (NaN, None, pd.NA)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except TypeError:  # pd.NA refuses float()
+        return None
+    return None if math.isnan(number) else number
 
 
 def expected_scorer_names(spec: str, judge: Judge | None) -> list[str]:
@@ -187,6 +199,10 @@ def score_partition(
 ) -> list[dict[str, Any]]:
     """Grade the partition's trials; rows are added to the `<rescore_id>` file, never replaced.
     `judge` replaces the run's judge (criteria merged by a rescore)."""
+    import pandas as pd
+
+    from bench_pipeline.results.scores import latest_trials
+
     warehouse = paths.warehouse
     trials = warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
     if trials.empty:

@@ -79,9 +79,12 @@ def start_run(
     paths: BenchPaths,
     environ: dict[str, str] | None = None,
     overrides: dict[str, Any] | None = None,
+    checked: tuple[Launch, Any] | None = None,
 ) -> BenchmarkRun:
-    """Validate, apply command-line overrides, freeze and store a new benchmark run."""
-    launch, prices = load_and_check(launch_path, environ)
+    """Validate, apply command-line overrides, freeze and store a new benchmark run.
+    `checked`: what `load_and_check(launch_path, environ)` returned moments ago (the launch as
+    loaded, before overrides), so the factory is not read and its refs resolved twice."""
+    launch, prices = checked if checked is not None else load_and_check(launch_path, environ)
     if overrides:
         launch = apply_overrides(launch, **overrides)
     run = freeze_run(launch, prices, launch_path)

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_pipeline.agents.tls import shared_ssl_context
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.loader import custom_criterion_problem
 from bench_pipeline.formats.model import ID_PATTERN, Judge, JudgeCriterion, Prices, valid_id
@@ -127,6 +128,8 @@ def make_client(judge: Judge, environ: Mapping[str, str]) -> anthropic.Anthropic
         base_url=judge.base_url or environ.get("ANTHROPIC_BASE_URL") or None,
         max_retries=2,
         timeout=JUDGE_TIMEOUT_SECONDS,
+        # One TLS context per process, not one per graded trial (~50-80 ms of CA loading each).
+        http_client=anthropic.DefaultHttpxClient(verify=shared_ssl_context()),
     )
 
 

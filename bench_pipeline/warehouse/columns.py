@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from bench_pipeline.warehouse.store import SCHEMAS, CorruptFileError, Warehouse, _readable
+from bench_pipeline.warehouse.store import CorruptFileError, Warehouse, _readable, table_schema
 
 
 def _pandas_type(arrow_type: pa.DataType) -> object:
@@ -42,7 +42,8 @@ def read_columns(
     met (cheaper for many distinct values, e.g. trial ids used only as join keys). Empty with
     those columns when nothing was written yet. `files`: the run's files as listed before
     (`warehouse.files(table, run_id)`), so that two reads see the same files."""
-    schema = SCHEMAS[table]
+    schema = table_schema(table)
+    assert schema is not None, f"{table} has no fixed schema"
     columns = [c for c in columns if c in schema.names]
     cats = [c for c in (*categorical, *unsorted) if c in columns]
     fields = [

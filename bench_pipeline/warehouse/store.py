@@ -11,32 +11,28 @@ import json
 import logging
 import os
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.warehouse import schemas as tables
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pyarrow, pandas and DuckDB load on the first read or write, not at import
     import pandas as pd
-
-# pandas and duckdb are imported where a frame is built or a query run: a `bench` command that
-# only writes JSON records or lists files does not pay for them.
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
 # Tables with a fixed schema; derived tables take the schema of the frame written.
-SCHEMAS: dict[str, pa.Schema] = {
-    "runs": tables.RUNS,
-    "trials": tables.TRIALS,
-    "scores": tables.SCORES,
-    "check_results": tables.CHECK_RESULTS,
-    "test_results": tables.TEST_RESULTS,
+SCHEMA_NAMES = {
+    "runs": "RUNS",
+    "trials": "TRIALS",
+    "scores": "SCORES",
+    "check_results": "CHECK_RESULTS",
+    "test_results": "TEST_RESULTS",
 }
 _SAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 SMALL_READ_FILES = 200
@@ -59,13 +55,92 @@ class CorruptFileError(BenchInputError):
         )
 
 
+def table_schema(table: str) -> pa.Schema | None:
+    """The fixed schema of `table`, or None for a derived table (it takes the frame's)."""
+    name = SCHEMA_NAMES.get(table)
+    if name is None:
+        return None
+    from bench_pipeline.warehouse import schemas
+
+    return getattr(schemas, name)
+
+
 def _readable(path: Path) -> bool:
     """Whether `path` is a whole Parquet file (footer and schema readable)."""
+    import pyarrow.parquet as pq
+
     try:
         pq.read_metadata(path)
         return True
     except Exception:
         return False
+
+
+def _empty(schema: pa.Schema | None) -> pd.DataFrame:
+    """No file yet: an empty frame with the schema's columns."""
+    if schema is not None:
+        return schema.empty_table().to_pandas()
+    import pandas as pd
+
+    return pd.DataFrame()
+
+
+# Small Parquet files read before, by identity. A warehouse file is never rewritten in place
+# (a write is a new file renamed over the old one: a new inode, new ctime), so (inode, size,
+# mtime, ctime) names its content — and this process's own writes drop their entry outright; a partition's files are read several times per step (done trials, the rows to
+# show, the rows to grade) and each read of a one-row file costs ~1-2 ms of footer parsing.
+_SMALL_FILE_BYTES = 256 * 1024
+_CACHE_ENTRIES = 4096
+_cache: OrderedDict[tuple[str, int, int, int, int, int], pa.Table] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _small_table(path: Path, schema: pa.Schema) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    st = path.stat()
+    if st.st_size > _SMALL_FILE_BYTES:
+        return pq.read_table(path, schema=schema)
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, id(schema))
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    table = pq.read_table(path, schema=schema)
+    with _cache_lock:
+        _cache[key] = table
+        while len(_cache) > _CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    return table
+
+
+def _forget(path: Path) -> None:
+    with _cache_lock:
+        for key in [k for k in _cache if k[0] == str(path)]:
+            del _cache[key]
+
+
+def _to_arrow(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pa.Table:
+    import pyarrow as pa
+
+    schema = table_schema(table)
+    if schema is not None and isinstance(rows, list | tuple):
+        # Row dicts straight into the schema (missing keys null, extra keys dropped, as below):
+        # ~10x cheaper than through a DataFrame, and every finished trial writes its rows.
+        try:
+            return pa.Table.from_pylist(list(rows), schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            pass  # values only pandas coerces (numpy scalars in an int column, ...)
+    import pandas as pd
+
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if schema is None:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    for name in schema.names:
+        if name not in frame.columns:
+            frame[name] = None
+    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
 
 
 def _safe(part: str) -> str:
@@ -87,25 +162,18 @@ class Warehouse:
         self, table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame, run_id: str, part: str
     ) -> Path:
         """Write rows as `<table>/<run_id>/<part>.parquet`, atomically. Replaces only that part."""
-        import pandas as pd
-
-        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-        schema = SCHEMAS.get(table)
-        if schema is not None:
-            for name in schema.names:
-                if name not in frame.columns:
-                    frame[name] = None
-            arrow = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
-        else:
-            arrow = pa.Table.from_pandas(frame, preserve_index=False)
+        arrow = _to_arrow(table, rows)
         segments = [_safe(s) for s in part.split("/") if s not in ("", ".", "..")]
         target = (
             self.root / table / _safe(run_id) / Path(*segments[:-1]) / f"{segments[-1]}.parquet"
         )
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        import pyarrow.parquet as pq
+
         pq.write_table(arrow, tmp)
         os.replace(tmp, target)
+        _forget(target)
         return target
 
     def write_json(self, relpath: str, data: Any) -> Path:
@@ -146,12 +214,10 @@ class Warehouse:
         """All rows of `table` (optionally of one run, and of one sub-folder of it such as a
         partition "<config>/rep<N>") as a DataFrame; empty with the schema's columns when
         nothing was written yet."""
-        import pandas as pd
-
         files = self.files(table, run_id, under)
-        schema = SCHEMAS.get(table)
+        schema = table_schema(table)
         if not files:
-            return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+            return _empty(schema)
         try:
             return self._read_files(files, schema, where)
         except Exception as exc:
@@ -170,9 +236,7 @@ class Warehouse:
         self, files: list[Path], schema: pa.Schema | None, where: str | None
     ) -> pd.DataFrame:
         if not files:
-            import pandas as pd
-
-            return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+            return _empty(schema)
         return self._read_files(files, schema, where)
 
     def _read_files(
@@ -181,7 +245,9 @@ class Warehouse:
         if schema is not None and where is None and len(files) <= SMALL_READ_FILES:
             # A partition's few small files: pyarrow alone is several times faster than a
             # DuckDB scan, and every partition step reads its own rows.
-            return pa.concat_tables([pq.read_table(f, schema=schema) for f in files]).to_pandas()
+            import pyarrow as pa
+
+            return pa.concat_tables([_small_table(f, schema) for f in files]).to_pandas()
         import duckdb
 
         con = duckdb.connect()
@@ -232,9 +298,9 @@ class Warehouse:
         return names
 
     def query(self, sql: str) -> pd.DataFrame:
-        self.refresh_views()
         import duckdb
 
+        self.refresh_views()
         con = duckdb.connect(str(self.duckdb_path), read_only=True)
         try:
             return con.execute(sql).df()

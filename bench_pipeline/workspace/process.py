@@ -131,10 +131,16 @@ WATCH_INTERVAL = 0.1
 
 
 def _watch_loop() -> None:
+    global _watchdog
     while True:
         time.sleep(WATCH_INTERVAL)
         now = time.monotonic()
         with _watch_lock:
+            if not _watched:
+                # Nothing to watch: stop waking up (an idle `dagster dev` would otherwise do so
+                # ten times a second); the next command starts a new watchdog under this lock.
+                _watchdog = None
+                return
             items = [(pid, w) for pid, w in _watched.items() if w.reason is None]
         for pid, watch in items:
             if now >= watch.deadline:

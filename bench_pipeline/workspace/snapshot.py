@@ -39,6 +39,37 @@ def snapshot_inputs(suite_dir: Path, files: dict[str, str], dest: Path) -> None:
         )
 
 
+# Run-store files this process verified: path -> (stat identity, sha256). The store is written
+# only by freeze_inputs (temp file + rename, so a rewrite changes the inode), and every trial
+# re-hashes its own copy around grading, so skipping a re-hash of an unchanged store file in
+# the next partition trades nothing for one full read per input per partition.
+_VERIFIED: dict[Path, tuple[tuple[int, int, int, int], str]] = {}
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _stat_id(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _store_matches(target: Path, expected: str) -> bool:
+    ident = _stat_id(target)
+    if ident is None:
+        return False
+    with _VERIFIED_LOCK:
+        known = _VERIFIED.get(target)
+    if known == (ident, expected):
+        return True
+    if not target.is_file() or file_sha256(target) != expected:
+        return False
+    with _VERIFIED_LOCK:
+        _VERIFIED[target] = (ident, expected)
+    return True
+
+
 def freeze_inputs(suite_dir: Path, hashes: dict[str, dict[str, str]], store: Path) -> list[str]:
     """Copy every task's input files into `store` once, keeping only copies that match the
     frozen hashes, so trials grade with the files as frozen even if the factory is edited
@@ -49,7 +80,7 @@ def freeze_inputs(suite_dir: Path, hashes: dict[str, dict[str, str]], store: Pat
     stale = []
     for rel, expected in wanted.items():
         target = store / rel
-        if target.is_file() and file_sha256(target) == expected:
+        if _store_matches(target, expected):
             continue
         source = suite_dir / rel
         if not source.is_file() or file_sha256(source) != expected:
@@ -59,6 +90,7 @@ def freeze_inputs(suite_dir: Path, hashes: dict[str, dict[str, str]], store: Pat
         tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         shutil.copyfile(source, tmp)
         os.replace(tmp, target)
+        _store_matches(target, expected)
     return stale
 
 

@@ -4,9 +4,9 @@ paired comparison, regressions) as assets, with the checks that guard them."""
 # No `from __future__ import annotations`: Dagster reads config types from real annotations.
 
 import base64
+from typing import TYPE_CHECKING
 
 import dagster as dg
-import pandas as pd
 
 from bench_pipeline.defs.benchmark.assets import scores
 from bench_pipeline.defs.metadata import KINDS, OWNERS, schema_metadata, table_schema, table_value
@@ -14,18 +14,12 @@ from bench_pipeline.defs.resources import BenchResource
 from bench_pipeline.defs.run_config import RESULTS_OP
 from bench_pipeline.formats import display
 from bench_pipeline.results import verdicts
-from bench_pipeline.results.mini_chart import mini_pareto_markdown
-from bench_pipeline.runs.derived import (
-    DERIVED_TABLES,
-    compute_derived,
-    result_verdicts,
-    store_derived,
-)
+from bench_pipeline.runs.derived import DERIVED_TABLES
 from bench_pipeline.runs.paths import BenchPaths
-from bench_pipeline.runs.report import write_report
-from bench_pipeline.runs.start import resolve_run
-from bench_pipeline.runs.status import mark_finished_if_complete
 from bench_pipeline.warehouse import layout
+
+if TYPE_CHECKING:  # pandas, the charts and the report load when the results are computed
+    import pandas as pd
 
 RESULT_ASSET_NAMES = (RESULTS_OP,)
 DESCRIPTIONS = {
@@ -154,7 +148,7 @@ CHECKS = [
 ]
 
 
-def _md_table(frame: pd.DataFrame, columns: list[str]) -> str:
+def _md_table(frame: "pd.DataFrame", columns: list[str]) -> str:
     cols = [c for c in columns if c in frame.columns]
     if frame.empty or not cols:
         return "_empty_"
@@ -184,6 +178,8 @@ _fmt = display.short
     check_specs=CHECKS,
 )
 def results_tables(context: dg.AssetExecutionContext, config: ResultsConfig, bench: BenchResource):
+    from bench_pipeline.runs.start import resolve_run
+
     run = resolve_run(bench.paths.warehouse, config.run_id or None, config.suite or None)
     tables, checks = derive_results(run.run_id, bench.paths, config.baseline_run_id or None)
     for name, metadata in tables:
@@ -198,6 +194,13 @@ def derive_results(
     """Compute and store a run's derived tables and explorer page; returns each table's asset
     metadata and the checks' results (as AssetCheckResult keyword arguments), for the results
     asset and for the launch job, which reports the same materializations in its own run."""
+    # Loaded here: pandas, the charts and the report cost every definitions load otherwise.
+    from bench_pipeline.results.mini_chart import mini_pareto_markdown
+    from bench_pipeline.runs.derived import compute_derived, result_verdicts, store_derived
+    from bench_pipeline.runs.report import write_report
+    from bench_pipeline.runs.start import resolve_run
+    from bench_pipeline.runs.status import mark_finished_if_complete
+
     warehouse = paths.warehouse
     run = resolve_run(warehouse, run_id)
     derived = compute_derived(

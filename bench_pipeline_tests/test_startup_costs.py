@@ -1,0 +1,120 @@
+"""What start-up costs are kept off: heavy libraries are imported where they are used, and the
+work a run repeats (writing a trial's rows, re-reading a partition's files, re-hashing frozen
+inputs) is cheap without changing what is stored or read. Timings live in perf/startup.py and
+perf/text_cases.py; these tests hold the behaviour."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench_pipeline.formats.taskset import file_sha256
+from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.workspace.snapshot import freeze_inputs
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pandas", "pyarrow", "duckdb", "dagster", "httpx", "anthropic", "scipy", "matplotlib")
+
+
+def _imported_after(statement: str) -> list[str]:
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    return [m for m in HEAVY if m in loaded]
+
+
+def test_the_cli_loads_no_heavy_library_before_a_command_needs_it() -> None:
+    # `bench --help`, `bench validate`, `bench status`... pay none of them at start.
+    assert _imported_after("import bench_pipeline.cli.main") == []
+
+
+def test_the_trial_and_scoring_use_cases_import_no_frames_charts_or_clients() -> None:
+    statement = (
+        "import bench_pipeline.runs.start, bench_pipeline.runs.score, "
+        "bench_pipeline.runs.partition_view, bench_pipeline.runs.baseline, "
+        "bench_pipeline.runs.cancel, bench_pipeline.trials.runner, bench_pipeline.agents, "
+        "bench_pipeline.scorers, bench_pipeline.warehouse.store, bench_pipeline.ops.ci_poll, "
+        "bench_pipeline.ops.notify"
+    )
+    assert _imported_after(statement) == []
+
+
+def test_the_definitions_load_no_http_client() -> None:
+    assert not {"httpx", "anthropic"} & set(_imported_after("import bench_pipeline.definitions"))
+
+
+def _trial_row(i: int, **extra: object) -> dict:
+    return {
+        "run_id": "r1",
+        "trial_id": f"t{i}",
+        "task_id": f"task-{i}",
+        "config_id": "c",
+        "repetition": 1,
+        "outcome": "succeeded",
+        "started_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "cost_usd": None,
+        "duration_seconds": 1.25,
+        "not_a_column": "dropped",
+        **extra,
+    }
+
+
+def test_row_dicts_are_stored_exactly_as_through_a_frame(tmp_path: Path) -> None:
+    fast, framed = Warehouse(tmp_path / "a"), Warehouse(tmp_path / "b")
+    rows = [_trial_row(1), _trial_row(2, cost_usd=0.5, iterations=2)]
+    fast.write("trials", rows, "r1", "p")
+    framed.write("trials", pd.DataFrame(rows), "r1", "p")
+    a, b = fast.read("trials", "r1"), framed.read("trials", "r1")
+    pd.testing.assert_frame_equal(a, b)
+    assert list(a["trial_id"]) == ["t1", "t2"] and a["cost_usd"].isna().tolist() == [True, False]
+    assert "not_a_column" not in a.columns
+    # Values only pandas coerces (a numpy integer in a float column, NaN for a missing text)
+    # still go through the frame route and read back the same.
+    odd = [_trial_row(3, duration_seconds=np.int64(2), error=float("nan"))]
+    fast.write("trials", odd, "r1", "odd")
+    framed.write("trials", pd.DataFrame(odd), "r1", "odd")
+    pd.testing.assert_frame_equal(
+        fast.read("trials", "r1", under="odd"), framed.read("trials", "r1", under="odd")
+    )
+
+
+def test_a_rewritten_file_is_read_afresh(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path)
+    wh.write("trials", [_trial_row(1)], "r1", "c/rep1/task-1")
+    assert wh.read("trials", "r1", under="c/rep1")["outcome"].tolist() == ["succeeded"]
+    # The same part written again (a resumed trial): the reader sees the new row, not the
+    # one it read before.
+    wh.write("trials", [_trial_row(1, outcome="cancelled")], "r1", "c/rep1/task-1")
+    assert wh.read("trials", "r1", under="c/rep1")["outcome"].tolist() == ["cancelled"]
+    wh.write("trials", [_trial_row(2)], "r1", "c/rep1/task-2")
+    assert sorted(wh.read("trials", "r1")["trial_id"]) == ["t1", "t2"]
+
+
+def test_a_frozen_input_changed_in_the_store_is_restored(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    (suite / "graders").mkdir(parents=True)
+    grader = suite / "graders" / "check.py"
+    grader.write_text("print('ok')\n")
+    hashes = {"t": {"graders/check.py": file_sha256(grader)}}
+    store = tmp_path / "store"
+    assert freeze_inputs(suite, hashes, store) == []
+    stored = store / "graders" / "check.py"
+    assert freeze_inputs(suite, hashes, store) == []  # verified before: not re-read
+    stored.write_text("print('tampered with')\n")
+    assert freeze_inputs(suite, hashes, store) == []
+    assert stored.read_text() == "print('ok')\n"
+    grader.write_text("changed in the factory\n")
+    stored.unlink()
+    assert freeze_inputs(suite, hashes, store) == ["graders/check.py"]
+    assert not stored.exists()

@@ -1,0 +1,210 @@
+"""Text-only cases: the harness's overhead per case against a chat endpoint that answers at once.
+
+    python perf/text_cases.py [--rounds 3] [--tree PATH]
+
+promptfoo's figure is ~0.005 s per case on 200 cases with two string assertions each against
+a fixed answer. Here: an OpenAI-compatible `POST /v1/chat/completions` server on 127.0.0.1 in
+this process (a fixed answer with usage, no delay; its own time per request is measured and
+subtracted), a factory of text tasks with one `contains` and one `not_contains` assertion
+each, an `http-chat` agent, `scorers: [assert]`, and `bench run` in a fresh process. A suite
+holds at most 100 tasks, so N cases are N/2 tasks × 2 repetitions. N = 20 and N = 200 are
+interleaved over the rounds; the per-case cost is the slope between them and the fixed cost
+the intercept, beside the plain (bench wall - N × server time) / N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWER = "Refunds are accepted within 30 days of purchase; see Settings > Billing."
+REPLY = json.dumps(
+    {
+        "id": "chatcmpl-perf",
+        "object": "chat.completion",
+        "model": "perf-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ANSWER},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 16, "total_tokens": 36},
+    }
+).encode()
+
+
+class InstantChat:
+    """The endpoint: answers every chat request with REPLY and counts its own handling time."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.busy_seconds = 0.0
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                start = time.perf_counter()
+                length = int(self.headers.get("content-length") or 0)
+                self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(REPLY)))
+                self.end_headers()
+                self.wfile.write(REPLY)
+                with owner._lock:
+                    owner.requests += 1
+                    owner.busy_seconds += time.perf_counter() - start
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def take(self) -> tuple[int, float]:
+        with self._lock:
+            out = (self.requests, self.busy_seconds)
+            self.requests, self.busy_seconds = 0, 0.0
+        return out
+
+
+def write_factory(root: Path, url: str, tasks: int) -> Path:
+    """A factory with `tasks` text tasks (two string assertions each); returns the launch."""
+    (root / "agents").mkdir(parents=True)
+    (root / "launches").mkdir()
+    tasks_dir = root / "benchmarks" / "text" / "tasks"
+    tasks_dir.mkdir(parents=True)
+    (root / "prices.yaml").write_text("perf-model: {input: 1.0, output: 5.0}\n")
+    (root / "agents" / "bot.yaml").write_text(
+        f"kind: http-chat\nmodel: perf-model\nurl: {url}\ntimeout_seconds: 60\n"
+    )
+    (root / "benchmarks" / "text" / "suite.yaml").write_text(
+        "title: Text cases\nagent: bot\ndefaults: {timeout_seconds: 60}\n"
+    )
+    for i in range(tasks):
+        (tasks_dir / f"case-{i:03d}.yaml").write_text(
+            f"id: case-{i:03d}\n"
+            f"prompt: Case {i}. How long do customers have to ask for a refund?\n"
+            "assert:\n"
+            '  - {type: contains, value: "30 days"}\n'
+            '  - {type: not_contains, value: "sk_live_"}\n'
+        )
+    launch = root / "launches" / "text.yaml"
+    launch.write_text(
+        "kind: BenchmarkLaunch\nsuite: text\nconfigs:\n  - {id: bot, agent: bot}\n"
+        "repetitions: 2\nscorers: [assert]\nmax_parallel: 1\n"
+    )
+    return launch
+
+
+def run_bench(tree: Path, launch: Path, home: Path) -> float:
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        "PYTHONPATH": str(tree),
+        "BENCH_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from bench_pipeline.cli.main import main; sys.exit(main(sys.argv[1:]))",
+        "run",
+        str(launch),
+        "--quiet",
+        "--json",
+        "--fail-on-error",
+    ]
+    start = time.perf_counter()
+    home.mkdir(parents=True, exist_ok=True)
+    # From a neutral folder: `python -c` puts the working directory first on sys.path.
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=home)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{shlex.join(argv[3:])} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    table = json.loads(proc.stdout)["config_table"][0]
+    if table.get("overall") != 1.0:
+        raise SystemExit(f"the cases did not all pass: {table}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        action="append",
+        help="a checkout to measure (repeat to compare checkouts in the same rounds; "
+        "default: this one)",
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs=2, default=(20, 200), help="the two case counts (even)"
+    )
+    args = parser.parse_args()
+    trees = [t.resolve() for t in (args.tree or [ROOT])]
+    sizes = tuple(args.sizes)
+    server = InstantChat()
+    wall: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
+    net: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
+    with tempfile.TemporaryDirectory(prefix="bench-text-") as tmp:
+        tmpdir = Path(tmp)
+        launches = {n: write_factory(tmpdir / f"factory-{n}", server.url, n // 2) for n in sizes}
+        homes = {t: tmpdir / f"home-{i}" for i, t in enumerate(trees)}
+        for t in trees:  # warm-up, uncounted (creates the instance, caches the bytecode)
+            run_bench(t, launches[sizes[0]], homes[t])
+        server.take()
+        plan = [(t, n) for t in trees for n in sizes]
+        for r in range(args.rounds):
+            for t, n in plan if r % 2 == 0 else reversed(plan):
+                elapsed = run_bench(t, launches[n], homes[t])
+                requests, busy = server.take()
+                if requests != n:
+                    raise SystemExit(f"{n} cases made {requests} chat requests")
+                wall[t, n].append(elapsed)
+                net[t, n].append(elapsed - busy)
+                print(
+                    f"round {r + 1}: {t} N={n} wall {elapsed:.3f} s, server {busy:.4f} s",
+                    file=sys.stderr,
+                )
+    small, large = sizes
+    for t in trees:
+        slopes = [
+            (b - a) / (large - small) for a, b in zip(net[t, small], net[t, large], strict=True)
+        ]
+        per_case = statistics.median(slopes)
+        fixed = statistics.median(
+            [a - per_case * small for a in net[t, small]]
+            + [b - per_case * large for b in net[t, large]]
+        )
+        print(f"tree: {t}  rounds: {args.rounds}  (medians)")
+        for n in sizes:
+            print(
+                f"  N={n:4d}: bench run {statistics.median(wall[t, n]):7.3f} s; "
+                f"(wall - server) / N = {statistics.median(net[t, n]) / n:.4f} s per case"
+            )
+        print(f"  fit over N = {small}, {large}: fixed {fixed:.3f} s + {per_case:.4f} s per case")
+        print(f"  promptfoo's bar: 0.005 s per case -> {per_case / 0.005:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
