@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # types only: the asset checks' names load with the definitions
+    import pandas as pd
 
 from bench_pipeline.formats.vocabulary import OUTCOME_INVALIDATED
 
