@@ -54,6 +54,41 @@ def test_the_definitions_load_no_http_client() -> None:
     assert not {"httpx", "anthropic"} & set(_imported_after("import bench_pipeline.definitions"))
 
 
+def test_the_definitions_load_no_frames_or_charts() -> None:
+    # Every `dagster dev` code-server start and every `bench run` loads them.
+    assert _imported_after("import bench_pipeline.definitions") == ["dagster"]
+
+
+def test_the_duckdb_views_are_rebuilt_only_when_a_table_appears(tmp_path: Path) -> None:
+    """Views bind their files at query time: a new run's rows and columns show without a
+    rebuild; a new table rebuilds the file."""
+    import duckdb
+
+    warehouse = Warehouse(tmp_path / "wh")
+    warehouse.write("config_table", [{"config_id": "a", "overall": 0.5}], "r1", "all")
+    warehouse.refresh_views()
+    built = warehouse.duckdb_path.stat().st_mtime_ns, warehouse.duckdb_path.stat().st_ino
+    warehouse.write(
+        "config_table", [{"config_id": "b", "overall": 0.7, "score_judge": 0.9}], "r2", "all"
+    )
+    warehouse.refresh_views()
+    assert (warehouse.duckdb_path.stat().st_mtime_ns, warehouse.duckdb_path.stat().st_ino) == built
+    rows = warehouse.query("SELECT config_id, score_judge FROM config_table ORDER BY config_id")
+    assert rows.to_dict("records")[1] == {"config_id": "b", "score_judge": 0.9}
+    assert rows["score_judge"].isna().tolist() == [True, False]
+    warehouse.write("task_grid", [{"task_id": "t", "config_id": "a"}], "r2", "all")
+    assert warehouse.refresh_views() == ["config_table", "task_grid"]
+    con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM task_grid").fetchone() == (1,)
+    finally:
+        con.close()
+    # A deleted database file is rebuilt, whatever the record of the last build says.
+    warehouse.duckdb_path.unlink()
+    warehouse.refresh_views()
+    assert warehouse.duckdb_path.exists()
+
+
 def _trial_row(i: int, **extra: object) -> dict:
     return {
         "run_id": "r1",
