@@ -11,10 +11,12 @@ agent, which applies the patch.
 The floor is a bash script per trial run by `xargs -P <jobs>`: `git clone --local --shared` at
 the commit, `git apply` of the patch, the grader, `rm -rf` of the workspace. bench is the real
 `bench run` in a fresh process and a fresh BENCH_HOME per measurement. Within a round every
-measurement runs the floor and bench back to back (the order alternating), so a noisy machine
-hits both alike; the same-round ratio is what counts, and its median over rounds is printed.
-The fit runs N = 1, <tasks> and <tasks> x <reps> trials of each and solves
-wall = fixed + N x per_trial by least squares over every round's points.
+measurement runs floor, bench, floor back to back (the floor's figure is the mean of the two,
+which cancels a drift in the machine's load), so a noisy machine hits both alike; the
+same-round ratio is what counts, and its median over rounds is printed. CPU seconds of all
+descendants are printed next to wall time: on a shared machine they move far less. The fit
+runs N = 1, <tasks> and <tasks> x <reps> trials of each and solves
+wall = fixed + N x per_trial (and the same for CPU) by least squares over every round's points.
 
 Only the floor and bench are compared (no other harness is run).
 """
@@ -24,13 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,6 +256,25 @@ class Homes:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every reaped descendant so far: xargs, bash, git and the
+    graders for the floor; bench, its trials' git and graders for bench. Unlike wall time it
+    barely moves when other work competes for the cores."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(fn: Callable[[], float]) -> tuple[float, float]:
+    """(wall, cpu) of one measurement."""
+    before = children_cpu()
+    wall = fn()
+    return wall, children_cpu() - before
+
+
+def _jobs(jobs: int) -> str:
+    return f"{jobs} job{'s' if jobs > 1 else ' '}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -267,6 +291,10 @@ def main() -> None:
         "--quick", action="store_true", help="a smoke run: 1 round, 5 tasks x 2 reps, 2 jobs"
     )
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each round's line as it is measured
+    # SIGTERM/SIGHUP leave through the `with` below, so the temp folder is removed.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
     if args.quick:
         args.rounds, args.tasks, args.reps, args.jobs = 1, 5, 2, [2]
     full = args.tasks * args.reps
@@ -279,13 +307,13 @@ def main() -> None:
         homes = Homes(tmpdir / "homes")
         scripts = {s: floor_scripts(fx, tmpdir / "floor", *s) for s in sizes}
 
-        def floor(size: tuple[int, int], jobs: int) -> float:
-            return time_plain(scripts[size], jobs)
+        def floor(size: tuple[int, int], jobs: int) -> tuple[float, float]:
+            return measured(lambda: time_plain(scripts[size], jobs))
 
-        def bench(size: tuple[int, int], jobs: int) -> float:
+        def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             home = homes.new()
             try:
-                return time_bench(fx, home, size[0], size[1], jobs)
+                return measured(lambda: time_bench(fx, home, size[0], size[1], jobs))
             finally:
                 homes.drop(home)
 
@@ -298,54 +326,64 @@ def main() -> None:
             f"agent isolation: {args.isolation}; rounds: {args.rounds}; jobs: {args.jobs}"
         )
         print(f"cores: {os.cpu_count()}; load average at start: {os.getloadavg()[0]:.2f}")
-        # walls[(size, jobs)] = [(floor, bench) per round]
-        walls: dict[tuple[tuple[int, int], int], list[tuple[float, float]]] = {}
-        step = 0
+        print(
+            "each measurement: floor, bench, floor back to back; the floor's figure is the mean "
+            "of the two around bench (cancels drift in the machine's load)"
+        )
+        # runs[(size, jobs)] = per round ((floor wall, floor cpu), (bench wall, bench cpu))
+        Pair = tuple[tuple[float, float], tuple[float, float]]
+        runs: dict[tuple[tuple[int, int], int], list[Pair]] = {}
         for rnd in range(1, args.rounds + 1):
             for jobs in args.jobs:
                 for size in sizes:
-                    step += 1
-                    if step % 2:  # alternate which one goes first
-                        f = floor(size, jobs)
-                        b = bench(size, jobs)
-                    else:
-                        b = bench(size, jobs)
-                        f = floor(size, jobs)
-                    walls.setdefault((size, jobs), []).append((f, b))
-                f, b = walls[(sizes[-1], jobs)][-1]
+                    f1 = floor(size, jobs)
+                    b = bench(size, jobs)
+                    f2 = floor(size, jobs)
+                    f = ((f1[0] + f2[0]) / 2, (f1[1] + f2[1]) / 2)
+                    runs.setdefault((size, jobs), []).append((f, b))
+                (fw, fc), (bw, bc) = runs[(sizes[-1], jobs)][-1]
                 print(
-                    f"round {rnd}  {jobs} job{'s' if jobs > 1 else ' '}  {full} trials:  "
-                    f"floor {f:6.2f} s  bench {b:6.2f} s  ratio {b / f:.2f}x"
+                    f"round {rnd}  {_jobs(jobs)}  {full} trials:  floor {fw:6.2f} s  "
+                    f"bench {bw:6.2f} s  ratio {bw / fw:.2f}x   |  cpu: floor {fc:6.2f} s  "
+                    f"bench {bc:6.2f} s  ratio {bc / fc:.2f}x"
                 )
         print()
         for jobs in args.jobs:
-            pairs = walls[(sizes[-1], jobs)]
-            ratios = [b / f for f, b in pairs]
-            fm = statistics.median(f for f, _ in pairs)
-            bm = statistics.median(b for _, b in pairs)
+            pairs = runs[(sizes[-1], jobs)]
+            ratios = [b[0] / f[0] for f, b in pairs]
+            cpu_ratios = [b[1] / f[1] for f, b in pairs]
+            fm = statistics.median(f[0] for f, _ in pairs)
+            bm = statistics.median(b[0] for _, b in pairs)
             print(
-                f"{jobs} job{'s' if jobs > 1 else ' '}, {full} trials: median same-round ratio "
+                f"{_jobs(jobs)}, {full} trials: median same-round ratio "
                 f"{statistics.median(ratios):.2f}x  (ratios {', '.join(f'{r:.2f}' for r in ratios)}; "
-                f"median floor {fm:.2f} s = {fm / full:.3f} s/trial, bench {bm:.2f} s)"
+                f"median floor {fm:.2f} s = {fm / full:.3f} s/trial, bench {bm:.2f} s); "
+                f"cpu ratio {statistics.median(cpu_ratios):.2f}x"
             )
         print()
         ns = ", ".join(str(t * r) for t, r in sizes)
-        print(f"fit wall = fixed + N x per_trial over N = {ns}, every round:")
+        print(f"fit wall = fixed + N x per_trial over N = {ns}, every round (cpu: the same fit):")
         for jobs in args.jobs:
             for tool, index in (("floor", 0), ("bench", 1)):
-                points = [(t * r, w[index]) for t, r in sizes for w in walls[((t, r), jobs)]]
-                result = fit(points)
-                shown = (
-                    "n/a (needs two sizes)"
-                    if result is None
-                    else f"fixed {result[0]:6.2f} s  per trial {result[1]:.3f} s"
-                )
+                shown = []
+                for what, unit in ((0, "wall"), (1, "cpu")):
+                    points = [
+                        (t * r, pair[index][what])
+                        for t, r in sizes
+                        for pair in runs[((t, r), jobs)]
+                    ]
+                    result = fit(points)
+                    shown.append(
+                        f"{unit}: n/a (needs two sizes)"
+                        if result is None
+                        else f"{unit}: fixed {result[0]:6.2f} s  per trial {result[1]:.3f} s"
+                    )
                 medians = "  ".join(
-                    f"N={t * r}: {statistics.median(w[index] for w in walls[((t, r), jobs)]):.2f} s"
+                    f"N={t * r}: {statistics.median(p[index][0] for p in runs[((t, r), jobs)]):.2f} s"
                     for t, r in sizes
                 )
                 print(
-                    f"  {jobs} job{'s' if jobs > 1 else ' '}  {tool}:  {shown}   (medians {medians})"
+                    f"  {_jobs(jobs)}  {tool}:  {shown[0]}   |  {shown[1]}   (wall medians {medians})"
                 )
 
 

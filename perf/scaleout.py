@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--submit", help=argparse.SUPPRESS)  # child mode: the celery path
     parser.add_argument("--home", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each round's line as it is measured
     if args.submit:
         submit(Path(args.submit), Path(args.home), args.reps, args.jobs)
         return
@@ -213,6 +214,9 @@ def main() -> None:
         finally:
             for server in reversed(servers):
                 server.stop()
+            if servers:
+                stopped = ", ".join(f"{s.name} (process group {s.pgid})" for s in servers)
+                print(f"stopped: {stopped}", flush=True)
 
 
 if __name__ == "__main__":
