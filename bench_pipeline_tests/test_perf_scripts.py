@@ -1,0 +1,63 @@
+"""The perf/ measuring scripts still run: each in a tiny mode, end to end (real git, pytest
+graders, `bench run`, redis and celery workers), printing its table. Behaviour only: the
+figures are measured by running the scripts themselves, never asserted here."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench_pipeline_tests.processes import wait_until_group_gone
+from bench_pipeline_tests.servers import redis_available
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 900  # seconds; a tiny mode takes ~30-60 s on an idle 2-core machine
+
+
+def _run(script: str, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "perf" / script), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_compare_prints_same_round_ratios_and_the_fit() -> None:
+    out = _run("compare.py", "--tasks", "2", "--reps", "1", "--rounds", "1", "--jobs", "2")
+    assert "2 tasks x 1 reps = 2 trials" in out
+    assert re.search(
+        r"round 1 +2 jobs +2 trials: +floor +[\d.]+ s +bench +[\d.]+ s +ratio [\d.]+x", out
+    ), out
+    assert re.search(r"2 jobs, 2 trials: median same-round ratio [\d.]+x", out), out
+    assert "fit wall = fixed + N x per_trial over N = 1, 2" in out
+    for tool in ("floor", "bench"):
+        fit = rf"2 jobs +{tool}: +wall: fixed +-?[\d.]+ s +per trial -?[\d.]+ s +\| +cpu: fixed"
+        assert re.search(fit, out), out
+
+
+def test_scaleout_times_both_paths_and_stops_its_servers() -> None:
+    if not redis_available():
+        pytest.skip("redis-server is not installed (make system-deps installs it)")
+    pytest.importorskip("dagster_celery", reason="the celery extra: pip install -e '.[celery]'")
+    out = _run("scaleout.py", "--tasks", "1", "--reps", "1")
+    assert re.search(r"round 1: +in-process +[\d.]+ s +celery +[\d.]+ s", out), out
+    assert re.search(r"celery step overhead per partition: .* / 1 partitions = -?[\d.]+ s", out), (
+        out
+    )
+    groups = [int(g) for g in re.findall(r"process group (\d+)", out)]
+    assert len(groups) == 3, out  # redis and two workers
+    for pgid in groups:
+        assert wait_until_group_gone(pgid), f"process group {pgid} still running"
