@@ -1,5 +1,6 @@
 """compute_derived reads only the columns it needs, as compact frames, and gives the same tables
-as commit a5575a0's pandas route (its code is kept in reference_a5575a0/) to 1e-9.
+as the previous route (every column read whole, latest rows taken step by step:
+bench_pipeline_tests/previous_route.py) to 1e-9.
 
 The data is perf/analysis.py's generator (outcomes, unknown costs, judge criteria with weights,
 rescored rows superseding older ones), stored in a real warehouse in the layouts a run writes,
@@ -19,7 +20,7 @@ import pytest
 
 from bench_pipeline.runs.derived import DERIVED_TABLES, compute_derived, store_derived
 from bench_pipeline.warehouse.store import Warehouse
-from bench_pipeline_tests import reference_a5575a0 as reference
+from bench_pipeline_tests import previous_route as reference
 
 ROOT = Path(__file__).resolve().parents[1]
 ANNOTATIONS = {"is_control", "judge_grades_itself"}  # added by compute_derived, both versions
@@ -53,10 +54,12 @@ def _warehouse(
     again = _resumed(trials)
     first = again.iloc[0]
     wh.write("trials", again, run_id, f"{first['config_id']}/rep{int(first['repetition'])}/zz")
-    # an `assert` scorer with per-turn details for the scenario turns table, rescored once
+    # an `assert` scorer with per-turn details for the scenario turns table, rescored once;
+    # the newer row is written FIRST, so a route that took the last row read instead of the
+    # latest by time gets the superseded value
     rows = []
     for _, t in trials.iloc[:24].iterrows():
-        for at, passed in (("2025-01-01", t["repetition"] % 2 == 0), ("2025-01-03", True)):
+        for at, passed in (("2025-01-03", True), ("2025-01-01", t["repetition"] % 2 == 0)):
             details = {"turns": [{"turn": 1, "passed": bool(passed), "latency_ms": 12.5}]}
             rows.append(
                 {

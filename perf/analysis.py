@@ -322,10 +322,11 @@ def measure(root: Path, run_id: str) -> int:
 
 def measure_reference(root: Path, run_id: str) -> int:
     """Child process: the same tables by commit a5575a0's route (`Warehouse.read` of every
-    column into pandas, then its results package), kept as the oracle of the tests."""
+    column into pandas, latest rows step by step, then the table functions), the oracle of
+    the tests (bench_pipeline_tests/previous_route.py)."""
     start = time.perf_counter()
     from bench_pipeline.warehouse.store import Warehouse
-    from bench_pipeline_tests import reference_a5575a0 as reference
+    from bench_pipeline_tests import previous_route as reference
 
     import_s = time.perf_counter() - start
     start = time.perf_counter()

