@@ -15,6 +15,8 @@ way to run or backfill one partition from the UI (and the celery path's steps).
 # No `from __future__ import annotations`: Dagster reads config and resource types from the
 # real annotations.
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from bench_pipeline.defs.benchmark.assets import scores_metadata, task_set_metadata, trials_metadata
@@ -56,26 +58,21 @@ def launch(context: dg.OpExecutionContext, config: LaunchConfig, bench: BenchRes
     total = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
     progress = trial_progress(total) if bench.progress else None
 
-    def execute(partitions: list[Partition]) -> list[dg.AssetMaterialization]:
-        events: list[dg.AssetMaterialization] = []
+    def materialized(partitions: list[Partition]) -> Iterator[dg.AssetMaterialization]:
+        """Each partition's materializations as its last trial ends, while the others run."""
         for config_id, rep in execute_trials(
             run, partitions, paths, progress=progress, retry_infra=config.retry_infra
         ):
-            events.extend(partition_materializations(run, bench, config_id, rep))
-        return events
+            yield from partition_materializations(run, bench, config_id, rep)
 
     if run.launch.adaptive is None:
-        for config_id, rep in execute_trials(
-            run, run.partitions(), paths, progress=progress, retry_infra=config.retry_infra
-        ):
-            # Yielded as each partition completes: the UI shows it while the others run.
-            yield from partition_materializations(run, bench, config_id, rep)
-    else:  # rounds until the stop rule (runs/adaptive.py); each round's events as it ends
+        yield from materialized(run.partitions())
+    else:  # rounds until the stop rule (runs/adaptive.py) call back into this op
         from bench_pipeline.runs.adaptive import run_adaptive
 
         def one_round(partitions: list[Partition]) -> None:
-            for event in execute(partitions):
-                context.log_event(event)
+            for event in materialized(partitions):
+                context.log_event(event)  # a callback cannot yield: stored with the next event
 
         run_adaptive(run, paths.warehouse, one_round, paths.cancel_flag(run.run_id).exists)
     tables, checks = derive_results(run.run_id, paths)
