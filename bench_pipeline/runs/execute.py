@@ -77,7 +77,9 @@ def execute_trials(
     trials go on, so the caller can score it and report it then.
     """
     warehouse = paths.warehouse
-    done = finished_trials(warehouse, run.run_id, retry_infra)
+    # One partition (a backfill or celery step) reads only its own folder.
+    only = layout.partition_dir(*partitions[0]) if len(partitions) == 1 else None
+    done = finished_trials(warehouse, run.run_id, retry_infra, under=only)
     todo = [s for s in interleaved(run, partitions) if s.trial_id not in done]
     left = Counter((s.config.id, s.repetition) for s in todo)
     finished: queue.Queue[Partition | None] = queue.Queue()
@@ -180,10 +182,12 @@ def frozen_inputs(run: BenchmarkRun, paths: BenchPaths) -> Path:
     return store
 
 
-def finished_trials(warehouse: Warehouse, run_id: str, retry_infra: bool) -> set[str]:
-    """Trial ids of the run that have a final result (cancelled ones are redone on resume;
-    infrastructure failures too when `retry_infra`)."""
-    trials = warehouse.read("trials", run_id)
+def finished_trials(
+    warehouse: Warehouse, run_id: str, retry_infra: bool, under: str | None = None
+) -> set[str]:
+    """Trial ids of the run (of one partition folder, `under`) that have a final result
+    (cancelled ones are redone on resume; infrastructure failures too when `retry_infra`)."""
+    trials = warehouse.read("trials", run_id, under=under)
     if trials.empty:
         return set()
     redo = {OUTCOME_CANCELLED} | (set(INFRA_OUTCOMES) if retry_infra else set())
