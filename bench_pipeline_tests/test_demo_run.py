@@ -188,11 +188,19 @@ def test_pareto_chart_is_attached_to_the_asset_metadata(demo: dict) -> None:
         metadata = event.asset_materialization.metadata
     finally:
         instance.dispose()
+    import xml.etree.ElementTree as ET
+
     chart = metadata["chart"].value
-    encoded = chart.split("data:image/png;base64,", 1)[1].rstrip(")")
-    assert base64.b64decode(encoded).startswith(b"\x89PNG\r\n\x1a\n")
+    encoded = chart.split("data:image/svg+xml;base64,", 1)[1].rstrip(")")
+    svg = base64.b64decode(encoded)
+    root = ET.fromstring(svg)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    # One marker per configuration of the demo, each named; the baseline labelled as such.
+    points = {e.get("data-config") for e in root.iter() if "point" in (e.get("class") or "")}
+    assert points == {"replay", "reference", "noop"}
+    assert "replay (original)" in "".join(root.itertext())
     path = Path(metadata["chart_path"].value)
-    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert path.suffix == ".svg" and path.read_bytes() == svg
 
 
 def test_bench_report_is_one_offline_html_file(demo: dict, tmp_path: Path) -> None:

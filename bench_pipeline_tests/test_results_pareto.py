@@ -79,13 +79,75 @@ def test_chart_png_and_svg(tmp_path):
     svg_path = pareto_chart(f, tmp_path / "front.svg")
     root = ET.parse(svg_path).getroot()
     assert root.tag.endswith("svg")
-    text = svg_path.read_text()
-    # matplotlib keeps each text as an SVG comment next to its glyph paths
+    text = "".join(root.itertext())
     assert "avg cost per trial, USD (lower is better)" in text
     assert "overall score (higher is better)" in text
     assert "P5: cost unknown" in text  # the text box beside the plot
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
     svg = pareto_chart_svg(f, baseline_config="P1")
     assert ET.fromstring(svg).tag.endswith("svg")
+
+
+def _points(svg: str) -> dict[str, tuple[float, float, str]]:
+    """config -> (x, y, shape) of each drawn point, in SVG pixels (y grows downwards)."""
+    out = {}
+    for e in ET.fromstring(svg).iter():
+        if "point" not in (e.get("class") or ""):
+            continue
+        if e.tag.endswith("circle"):
+            out[e.get("data-config")] = (float(e.get("cx")), float(e.get("cy")), "circle")
+        else:  # the baseline's diamond: its path starts at the top vertex, straight above it
+            x, y = e.get("d")[1:].split("L")[0].split()
+            out[e.get("data-config")] = (float(x), float(y) + 6, "diamond")
+    return out
+
+
+def test_the_svg_chart_places_every_plotted_config_by_its_values():
+    f = pareto_frontier(table())
+    svg = pareto_chart_svg(f, baseline_config="P1")
+    pts = _points(svg)
+    # P5 (cost unknown) is listed apart, never drawn as a point.
+    assert set(pts) == {"P1", "P2", "P3", "P4", "P6"}
+    cost = dict(zip(f["config_id"], f["avg_cost_usd"], strict=True))
+    overall = dict(zip(f["config_id"], f["overall"], strict=True))
+    # Cheaper is further left, better is higher up; equal values share a coordinate.
+    by_cost = sorted(pts, key=lambda c: (cost[c], c))
+    assert [pts[c][0] for c in by_cost] == sorted(pts[c][0] for c in by_cost)
+    assert pts["P2"][:2] == pts["P4"][:2]
+    assert pts["P6"][1] < pts["P2"][1] < pts["P3"][1] < pts["P1"][1]
+    # The same scale on both sides: the distance in pixels is proportional to the values.
+    dx = (pts["P6"][0] - pts["P1"][0]) / (cost["P6"] - cost["P1"])
+    assert abs((pts["P3"][0] - pts["P1"][0]) - dx * (cost["P3"] - cost["P1"])) < 0.05
+    dy = (pts["P1"][1] - pts["P6"][1]) / (overall["P6"] - overall["P1"])
+    assert abs((pts["P1"][1] - pts["P3"][1]) - dy * (overall["P3"] - overall["P1"])) < 0.05
+    assert pts["P1"][2] == "diamond" and pts["P6"][2] == "circle"
+    root = ET.fromstring(svg)
+    # The frontier line runs through the frontier configs, left to right, and not through P3.
+    (line,) = [e for e in root.iter() if e.get("class") == "frontier"]
+    xy = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+    assert xy == sorted(xy) and len(xy) == 4
+    assert {(pts[c][0], pts[c][1]) for c in ("P1", "P2", "P4", "P6")} == set(xy)
+    assert (pts["P3"][0], pts["P3"][1]) not in xy
+    colors = {e.get("data-config"): e.get("fill") for e in root.iter() if e.get("data-config")}
+    assert colors["P3"] != colors["P2"]  # dominated points are drawn apart
+    assert "P1 (original)" in "".join(root.itertext())
+
+
+def test_the_svg_chart_escapes_config_ids_and_draws_an_all_free_frontier():
+    t = table()
+    t["config_id"] = ["a<b", "c&d", "P3", "P4", "P5", "P6"]
+    t["avg_cost_usd"] = 0.0
+    t["cost_coverage"] = 1.0
+    svg = pareto_chart_svg(pareto_frontier(t))
+    root = ET.fromstring(svg)  # parses: the ids are escaped
+    assert {"a<b", "c&d"} <= set(_points(svg))
+    # Every config free: the x axis still starts at 0 and spans a positive range.
+    xs = {p[0] for p in _points(svg).values()}
+    assert len(xs) == 1
+    ticks = [
+        e.text for e in root.iter() if e.tag.endswith("text") and e.get("text-anchor") == "middle"
+    ]
+    assert "0" in ticks
 
 
 def test_chart_bad_suffix(tmp_path):

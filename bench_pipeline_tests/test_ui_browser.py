@@ -170,13 +170,19 @@ def _check_pareto(page, url: str, shots: Path) -> None:
     )
     assert size[0] > 100 and size[1] > 100 and size[2] > 100, f"no inline chart: {size}"
     page.screenshot(path=str(shots / "pareto_frontier.png"), full_page=True)
-    # The full chart (PNG) stays one click away: the chart row's value is a "[Show Markdown]" button; the dialog renders the data URI image.
+    # The full chart (SVG) stays one click away: the chart row's value is a "[Show Markdown]"
+    # button; the dialog renders the data URI image, wider than the inline one (300 px).
     chart_row = page.locator("tr", has=page.get_by_text("chart", exact=True))
     chart_row.get_by_text("Show Markdown").first.click()
-    img = page.locator("img[src^='data:image/png;base64,']").first
-    img.wait_for(state="visible")
-    size = img.evaluate("el => [el.naturalWidth, el.naturalHeight]")
-    assert size[0] > 100 and size[1] > 100, f"the Pareto chart image did not decode: {size}"
+    svgs = "img[src^='data:image/svg+xml;base64,']"
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll({svgs!r})].some(i => i.naturalWidth >= 700)"
+    )
+    size = page.evaluate(
+        f"() => [...document.querySelectorAll({svgs!r})]"
+        ".map(i => [i.naturalWidth, i.naturalHeight]).sort((a, b) => b[0] - a[0])[0]"
+    )
+    assert size[0] >= 700 and size[1] > 300, f"the Pareto chart image did not decode: {size}"
     page.screenshot(path=str(shots / "pareto_chart.png"))
     page.keyboard.press("Escape")
 

@@ -13,13 +13,14 @@ Axes: `overall`, `score_<scorer>` (also spelled `scores.<scorer>`), `avg_cost_us
 `avg_duration_seconds` (and `pass_rate`); cost and duration are lower-better, scores
 higher-better.
 
-`pareto_chart(frontier, path, x=None, y=None, baseline_config=None) -> Path` writes PNG or SVG
-(by suffix); `pareto_chart_svg(...) -> str` returns the SVG text.
+`pareto_chart(frontier, path, x=None, y=None, baseline_config=None) -> Path` writes SVG or PNG
+(by suffix); `pareto_chart_svg(...) -> str` returns the SVG text. The SVG is drawn directly
+(`frontier_chart.py`); only a PNG imports matplotlib.
 """
 
 from __future__ import annotations
 
-import io
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,21 +132,48 @@ def pareto_frontier(
     return out
 
 
+def _baseline(frontier: pd.DataFrame, baseline_config: str | None) -> set[str]:
+    if baseline_config is not None:
+        return {str(baseline_config)}
+    if "is_baseline" in frontier:
+        return set(frontier.loc[frontier["is_baseline"].astype(bool), "config_id"])
+    return set()
+
+
+def _title(x: str) -> str:
+    return "Quality vs " + ("cost" if x in COST_AXES else axis_label(x).split(",")[0])
+
+
+def _svg(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None) -> str:
+    from .frontier_chart import frontier_svg
+
+    values = frontier.loc[frontier["excluded_reason"].isna(), x].astype(float).dropna()
+    return frontier_svg(
+        frontier,
+        x,
+        y,
+        _baseline(frontier, baseline_config),
+        x_label=axis_label(x),
+        y_label=axis_label(y),
+        title=_title(x),
+        x_starts_at_zero=bool(len(values)) and float(values.min()) >= 0,
+    )
+
+
 def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None) -> Figure:
+    """The matplotlib figure, for a PNG."""
     excluded = frontier.loc[frontier["excluded_reason"].notna()]
     plotted = frontier.loc[frontier["excluded_reason"].isna()]
-    # matplotlib costs ~0.5 s to import: only a drawn chart pays for it.
+    # matplotlib costs ~0.5 s and ~30 MB to import: only a PNG pays for it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from .frontier_chart import wrap_words
 
     fig = Figure(figsize=(9.5 if len(excluded) else 7.0, 4.8))
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0.1, 0.12, 0.58 if len(excluded) else 0.85, 0.78))
-    baseline = set()
-    if baseline_config is not None:
-        baseline.add(str(baseline_config))
-    elif "is_baseline" in frontier:
-        baseline.update(frontier.loc[frontier["is_baseline"].astype(bool), "config_id"])
+    baseline = _baseline(frontier, baseline_config)
     front = plotted.loc[plotted["on_frontier"]].sort_values([x, y])
     if len(front):
         ax.plot(
@@ -188,7 +216,7 @@ def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None)
         ax.set_xlim(-0.04 * top, 1.15 * top)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
-    ax.set_title("Quality vs " + ("cost" if x in COST_AXES else axis_label(x).split(",")[0]))
+    ax.set_title(_title(x))
     ax.grid(True, alpha=0.3)
     if len(front):
         ax.legend(loc="best", fontsize=8)
@@ -200,24 +228,12 @@ def _figure(frontier: pd.DataFrame, x: str, y: str, baseline_config: str | None)
         fig.text(
             0.71,
             0.88,
-            "\n".join(_wrap(line) for line in lines),
+            "\n".join("\n".join(wrap_words(line)) for line in lines),
             fontsize=8,
             va="top",
             bbox={"boxstyle": "round", "facecolor": "#fff7e0", "edgecolor": "#c9a227"},
         )
     return fig
-
-
-def _wrap(text: str, width: int = 34) -> str:
-    words, lines, cur = text.split(), [], ""
-    for w in words:
-        if cur and len(cur) + 1 + len(w) > width:
-            lines.append(cur)
-            cur = "  " + w
-        else:
-            cur = f"{cur} {w}" if cur else w
-    lines.append(cur)
-    return "\n".join(lines)
 
 
 def _axes(frontier: pd.DataFrame, x: str | None, y: str | None) -> tuple[str, str]:
@@ -233,15 +249,19 @@ def pareto_chart(
     y: str | None = None,
     baseline_config: str | None = None,
 ) -> Path:
-    """Draw the frontier to `path` (.png or .svg); returns the path."""
+    """Draw the frontier to `path` (.svg or .png), atomically; returns the path."""
     x, y = _axes(frontier, x, y)
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in {"png", "svg"}:
         raise ValueError(f"chart path must end in .png or .svg, got {path.name!r}")
-    fig = _figure(frontier, x, y, baseline_config)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if fmt == "svg":
+        tmp.write_text(_svg(frontier, x, y, baseline_config), encoding="utf-8")
+    else:
+        _figure(frontier, x, y, baseline_config).savefig(tmp, format="png", dpi=120)
+    os.replace(tmp, path)
     return path
 
 
@@ -253,6 +273,4 @@ def pareto_chart_svg(
 ) -> str:
     """The chart as SVG text (for inlining in the HTML report)."""
     x, y = _axes(frontier, x, y)
-    buf = io.BytesIO()
-    _figure(frontier, x, y, baseline_config).savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue().decode("utf-8")
+    return _svg(frontier, x, y, baseline_config)

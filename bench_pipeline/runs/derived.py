@@ -50,7 +50,7 @@ class Derived:
     recommendations: dict[str, Any]
     baseline_run_id: str | None
     baseline_note: str | None
-    chart_png: Path | None = None
+    chart_path: Path | None = None  # the full Pareto chart (SVG) in the warehouse's charts/
     notes: list[str] = field(default_factory=list)
     scorers: tuple[str, ...] = ()  # the launch's plus any a rescore added
     judge_status: str | None = None  # calibration of the judge, when a judge scorer is used
@@ -363,12 +363,12 @@ def compute_derived(
         timings=timings,
     )
     if chart_dir is not None:
-        derived.chart_png = _timed(
+        derived.chart_path = _timed(
             timings,
             "pareto chart",
             lambda: R.pareto_chart(
                 frontier,
-                chart_dir / f"{run_id}-pareto.png",
+                chart_dir / f"{run_id}-pareto.svg",
                 baseline_config=derived.baseline_config,
             ),
         )

@@ -237,12 +237,12 @@ def derive_results(
         metadata["rows"] = len(frame)
         metadata["table"] = table_value(frame, columns)
         metadata.update(schema_metadata(table_schema(frame), len(frame)))
-        if name == "pareto_frontier" and derived.chart_png is not None:
-            png = derived.chart_png.read_bytes()
+        if name == "pareto_frontier" and derived.chart_path is not None:
+            svg = derived.chart_path.read_bytes()
             metadata["chart"] = dg.MetadataValue.md(
-                f"![Pareto frontier](data:image/png;base64,{base64.b64encode(png).decode()})"
+                f"![Pareto frontier](data:image/svg+xml;base64,{base64.b64encode(svg).decode()})"
             )
-            metadata["chart_path"] = dg.MetadataValue.path(str(derived.chart_png))
+            metadata["chart_path"] = dg.MetadataValue.path(str(derived.chart_path))
             metadata["frontier"] = dg.MetadataValue.md(
                 _md_table(
                     frame,
