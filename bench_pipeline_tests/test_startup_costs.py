@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from bench_pipeline.formats.taskset import file_sha256
 from bench_pipeline.warehouse.store import Warehouse
@@ -153,3 +154,60 @@ def test_a_frozen_input_changed_in_the_store_is_restored(tmp_path: Path) -> None
     stored.unlink()
     assert freeze_inputs(suite, hashes, store) == ["graders/check.py"]
     assert not stored.exists()
+
+
+def _duckdb_shell_count(database: Path, table: str) -> int:
+    """What the README's `.venv/bin/duckdb <warehouse>/bench.duckdb` shows: the rows of a view."""
+    shell = Path(sys.executable).parent / "duckdb"
+    out = subprocess.run(
+        [str(shell), "-readonly", "-csv", "-noheader", str(database)],
+        input=f"SELECT count(*) FROM {table};",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip())
+
+
+def test_a_run_draws_its_chart_and_views_without_matplotlib_or_duckdb(
+    factory: Path, tmp_path: Path
+) -> None:
+    """A whole `bench run` in its own process: the SVG chart and the DuckDB views file are
+    written, yet neither matplotlib nor DuckDB is loaded into the harness (~90 MB of its
+    peak memory, ~0.6 s of its start)."""
+    home = tmp_path / "home"
+    code = (
+        "import sys, json\nfrom bench_pipeline.cli.main import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "print('LOADED ' + json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+        "sys.exit(rc)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DAGSTER_HOME": str(home / "dagster_home")}
+    env.pop("BENCH_DUCKDB_SHELL", None)
+    launch = factory / "launches" / "demo.yaml"
+    argv = [sys.executable, "-c", code, "--home", str(home), "run", str(launch), "--max", "1"]
+    out = subprocess.run(
+        [*argv, "--repeats", "1"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].splitlines()[0]))
+    assert {"dagster", "pandas", "pyarrow"} <= loaded  # the measurement sees the run
+    assert not {"matplotlib", "duckdb"} & loaded
+    (chart,) = (home / "warehouse" / "charts").glob("*-pareto.svg")
+    assert chart.read_text().startswith("<svg") and 'data-config="reference"' in chart.read_text()
+    assert _duckdb_shell_count(home / "warehouse" / "bench.duckdb", "trials") == 3
+
+
+def test_the_views_file_is_written_by_python_without_the_shell_or_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`BENCH_DUCKDB_SHELL=none`, or a shell that fails: Python's duckdb writes the file, at a
+    storage version the installed shell reads."""
+    for i, shell in enumerate(("none", "/bin/false", str(tmp_path / "no-such-shell"))):
+        monkeypatch.setenv("BENCH_DUCKDB_SHELL", shell)
+        warehouse = Warehouse(tmp_path / f"wh{i}")
+        warehouse.write("config_table", [{"config_id": "a", "overall": 0.5}], "r1", "all")
+        assert warehouse.refresh_views() == ["config_table"]
+        assert _duckdb_shell_count(warehouse.duckdb_path, "config_table") == 1
+        assert [p.name for p in warehouse.root.iterdir() if p.name.endswith(".tmp")] == []

@@ -248,6 +248,12 @@ class Warehouse:
             import pyarrow as pa
 
             return pa.concat_tables([_small_table(f, schema) for f in files]).to_pandas()
+        if schema is None and where is None and len(files) == 1:
+            # One run's derived table is one file: its own schema and pandas metadata say
+            # everything, and no query engine needs to be loaded to read it back.
+            import pyarrow.parquet as pq
+
+            return pq.read_table(files[0]).to_pandas()
         import duckdb
 
         con = duckdb.connect()
@@ -276,8 +282,12 @@ class Warehouse:
         every run: rebuilding it after each run cost time and ~45 MB that grew with the
         warehouse.)
 
-        The file is rebuilt beside and renamed into place (a reader never sees half of it), at
-        a storage version the DuckDB shell the install provides (`duckdb-cli`) can open."""
+        The file is for the DuckDB shell the install provides (`duckdb-cli`, beside the
+        interpreter), so that shell writes it, in its own storage format: the harness never
+        maps a second copy of DuckDB for it (~60 MB of its peak memory) and the file is
+        readable by the shell whatever Python's duckdb writes. Without the shell, Python's
+        duckdb writes it at the shell's storage version. Either way it is rebuilt beside and
+        renamed into place (a reader never sees half of it)."""
         self.root.mkdir(parents=True, exist_ok=True)
         names = sorted(
             p.name for p in self.root.iterdir() if p.is_dir() and any(p.glob("**/*.parquet"))
@@ -287,22 +297,18 @@ class Warehouse:
         if self.duckdb_path.exists() and built.exists() and built.read_text() == key:
             return names
         tmp = self.duckdb_path.with_name(f".{self.duckdb_path.name}.{uuid.uuid4().hex}.tmp")
-        import duckdb
-
-        con = duckdb.connect()
+        statements = [
+            f'CREATE VIEW "{name}" AS SELECT * FROM '
+            f"read_parquet({_sql_text(str(self.root / name / '**' / '*.parquet'))}, "
+            "union_by_name=true);"
+            for name in names
+        ]
         try:
-            con.execute(f"ATTACH '{tmp}' AS w (STORAGE_VERSION '{DUCKDB_STORAGE_VERSION}')")
-            for name in names:
-                glob = str(self.root / name / "**" / "*.parquet")
-                con.execute(
-                    f'CREATE VIEW w."{name}" AS '
-                    f"SELECT * FROM read_parquet('{glob}', union_by_name=true)"
-                )
-            con.execute("DETACH w")
+            _write_views(tmp, statements)
+            os.replace(tmp, self.duckdb_path)
         finally:
-            con.close()
-        os.replace(tmp, self.duckdb_path)
-        tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
+            tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         self.write_text(built.name, key)
         return names
 
@@ -315,3 +321,60 @@ class Warehouse:
             return con.execute(sql).df()
         finally:
             con.close()
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def duckdb_shell() -> str | None:
+    """The DuckDB shell that writes the views file: `BENCH_DUCKDB_SHELL` when set (`none`:
+    Python's duckdb writes it), else the one installed beside this interpreter (duckdb-cli),
+    else one on PATH."""
+    import shutil
+    import sys
+
+    chosen = os.environ.get("BENCH_DUCKDB_SHELL")
+    if chosen:
+        return None if chosen == "none" else chosen
+    beside = Path(sys.executable).parent / "duckdb"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("duckdb")
+
+
+def _write_views(path: Path, statements: list[str]) -> None:
+    shell = duckdb_shell()
+    if shell is not None:
+        import subprocess
+
+        try:
+            proc = subprocess.run(
+                [shell, "-bail", "-batch", str(path)],
+                input="\n".join(statements),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc = subprocess.CompletedProcess([shell], -1, "", str(exc))
+        if proc.returncode == 0:
+            return
+        log.warning(
+            "warehouse: the DuckDB shell could not write the views (%s); using Python's duckdb",
+            (proc.stderr or proc.stdout).strip()[:300],
+        )
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".wal").unlink(missing_ok=True)
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(
+            f"ATTACH {_sql_text(str(path))} AS w (STORAGE_VERSION '{DUCKDB_STORAGE_VERSION}')"
+        )
+        con.execute("USE w")
+        for statement in statements:
+            con.execute(statement)
+        con.execute("USE memory")
+        con.execute("DETACH w")
+    finally:
+        con.close()
