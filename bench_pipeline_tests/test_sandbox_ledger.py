@@ -38,14 +38,17 @@ SECRET = "sk-ledger-" + secrets.token_hex(16)
 OTHER_SECRET = "sk-ant-ledger-" + secrets.token_hex(16)
 BIG_BYTES = 200_000_000
 PATCH_CAP = 5_000_000
-# A whole `bench run` (Dagster, pandas, pyarrow, DuckDB, the results) peaks at ~300 MB with no
-# large file at all when run alone (measured: 304 684 kB without, 304 472 kB with the 200 MB
-# file), and higher inside the whole suite (~430 MB for both), so the end-to-end bar is
-# relative: the ledger's run may peak at most RSS_MARGIN_KB above the same harness's floor in
-# the same environment. Holding the diff in memory (the old behaviour: 668 MB, ~360 MB over
-# the floor) fails it. The trial machinery itself — the streamed patch and the capped capture
-# — is held to 300 MB absolute in test_the_patch_and_capture_of_200_mb_stay_under_300_mb_rss.
-RSS_MARGIN_KB = 200 * 1024
+# The harness — the whole `bench run` process: Dagster and its instance, pandas, pyarrow, the
+# trials' threads, the scores and the results — must peak under 300 MB while an agent leaves
+# a 200 MB file and prints 50 MB. Measured on a fresh install (what CI runs): 277 MB with the
+# file, 257 MB for the same harness on three plain trials; before the run stopped loading
+# matplotlib and DuckDB, 347 MB with no large file at all. (A fresh install maps more of each
+# shared library than an old one — the kernel caches freshly written files in larger folios —
+# so the same code peaks ~35 MB higher in a new venv than in a long-used one.) The growth over
+# the floor is held too: holding the diff in memory (the old behaviour: 668 MB, ~360 MB over
+# the floor) fails both.
+HARNESS_RSS_LIMIT_KB = 300 * 1024
+RSS_MARGIN_KB = 100 * 1024
 TRIAL_RSS_LIMIT_KB = 300 * 1024
 # The harness's peak RSS, printed by the wrapper that runs `bench` in a child process.
 # VmHWM, not getrusage's ru_maxrss: a child forked from a large process (pytest after a whole
@@ -515,12 +518,12 @@ def test_a_200_mb_file_leaves_bounded_evidence_and_bounded_memory(
     assert out["kept"] <= meta["caps"]["output_bytes"]
     total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     assert total < PATCH_CAP + 3 * meta["caps"]["output_bytes"]
-    # Bounded memory: the 200 MB file and 50 MB of output add at most RSS_MARGIN_KB to the
-    # harness's peak over the same harness's floor (the old, unbounded capture added ~360 MB).
-    grew = ledger["rss_kb"] - ledger["rss_floor_kb"]
-    assert grew < RSS_MARGIN_KB, (
-        f"harness peak RSS {ledger['rss_kb']} kB, {grew} kB over its floor {ledger['rss_floor_kb']} kB"
-    )
+    # Bounded memory: the harness peaks under 300 MB, and the 200 MB file and 50 MB of output
+    # add at most RSS_MARGIN_KB over the same harness's floor (the old capture added ~360 MB).
+    rss, floor = ledger["rss_kb"], ledger["rss_floor_kb"]
+    shown = f"harness peak RSS {rss} kB, {rss - floor} kB over its floor {floor} kB"
+    assert rss < HARNESS_RSS_LIMIT_KB, shown
+    assert rss - floor < RSS_MARGIN_KB, shown
 
 
 MEASURE = (
