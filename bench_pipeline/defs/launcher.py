@@ -26,6 +26,15 @@ telemetry:
 concurrency:
   pools:
     default_limit: 1
+# Dagster's SQLite storage (same files under this folder) with its connections kept open:
+# the plain one opens the database for every statement, ~1 s of a short bench run.
+storage:
+  custom:
+    module: bench_pipeline.defs.storage
+    class: BenchSqliteStorage
+    config:
+      base_dir:
+        env: DAGSTER_HOME
 """
 
 

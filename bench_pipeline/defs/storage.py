@@ -1,0 +1,145 @@
+"""The instance's SQLite storage, with connections kept open instead of opened per statement.
+
+Dagster's SQLite run and event-log storages build a new engine, open the database file and
+dispose of both for every statement they run (`NullPool`): a one-trial `bench run` stores a
+few dozen events and opens ~120 connections, about a second of its wall time. These
+subclasses keep one pooled engine per database file (the event log has one file per run
+plus the index, so the most recently used few are kept and older ones disposed). Nothing
+else changes: the same files, tables, migrations and WAL mode, so an instance written by
+either storage is read by the other, and `dagster dev` (which loads the same dagster.yaml)
+uses it too.
+
+Configured in the dagster.yaml `bench` writes for a new DAGSTER_HOME:
+
+    storage:
+      custom:
+        module: bench_pipeline.defs.storage
+        class: BenchSqliteStorage
+        config:
+          base_dir: {env: DAGSTER_HOME}
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as db
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    INDEX_SHARD_NAME,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    SqliteEventLogStorage,
+)
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+from dagster._core.storage.sqlite_storage import (
+    DagsterSqliteStorage,
+    _event_logs_directory,
+    _runs_directory,
+    _schedule_directory,
+)
+from dagster._serdes import ConfigurableClassData
+from dagster._utils import mkdir_p
+
+# A daemon or webserver touches many runs' event-log files over its life: keep the newest few
+# (the index, which every asset event goes through, is always kept).
+OPEN_EVENT_LOG_FILES = 8
+
+
+_ENGINES: weakref.WeakSet[db.engine.Engine] = weakref.WeakSet()
+
+
+def _engine(conn_string: str) -> db.engine.Engine:
+    # SQLAlchemy pools connections to a file database and lets any thread use them; SQLite's
+    # own locking (WAL, busy timeout) is what orders writers across processes, as before.
+    engine = db.create_engine(conn_string, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+    _ENGINES.add(engine)
+    return engine
+
+
+def _forget_inherited_connections() -> None:
+    # A forked child (a celery prefork worker, a multiprocessing step) must never use the
+    # parent's open SQLite connections: give each engine a fresh pool, leave the parent's be.
+    for engine in list(_ENGINES):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_inherited_connections)
+
+
+class PooledSqliteRunStorage(SqliteRunStorage):
+    def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None):
+        self._pooled = _engine(conn_string)
+        super().__init__(conn_string, inst_data)
+
+    @contextmanager
+    def connect(self) -> Iterator[db.Connection]:
+        with self._pooled.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._pooled.dispose()
+
+
+class PooledSqliteEventLogStorage(SqliteEventLogStorage):
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        # Set before Dagster's __init__, which already connects to the index.
+        self._engines: OrderedDict[str, db.engine.Engine] = OrderedDict()
+        self._engines_lock = threading.Lock()
+        super().__init__(base_dir, inst_data)
+
+    def _shard_engine(self, shard: str) -> db.engine.Engine:
+        with self._engines_lock:
+            engine = self._engines.get(shard)
+            if engine is not None:
+                self._engines.move_to_end(shard)
+                return engine
+            engine = self._engines[shard] = _engine(self.conn_string_for_shard(shard))
+            runs = [s for s in self._engines if s != INDEX_SHARD_NAME]
+            for oldest in runs[: max(0, len(runs) - OPEN_EVENT_LOG_FILES)]:
+                self._engines.pop(oldest).dispose()
+            return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[db.Connection]:
+        with self._db_lock:
+            engine = self._shard_engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        with self._engines_lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
+
+
+class BenchSqliteStorage(DagsterSqliteStorage):
+    """Dagster's SQLite storage (same layout under `base_dir`) with pooled connections."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        # DagsterSqliteStorage.__init__ builds the plain storages; build the pooled ones in
+        # their place (same directories as Dagster's default for a DAGSTER_HOME).
+        self.base_dir = base_dir
+        self._run_storage = PooledSqliteRunStorage.from_local(_runs_directory(base_dir))
+        self._event_log_storage = PooledSqliteEventLogStorage(_event_logs_directory(base_dir))
+        self._schedule_storage = SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
+        self._inst_data = inst_data
+        super(DagsterSqliteStorage, self).__init__()
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Any
+    ) -> BenchSqliteStorage:
+        mkdir_p(config_value["base_dir"])
+        return cls(config_value["base_dir"], inst_data=inst_data)

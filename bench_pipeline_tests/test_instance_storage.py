@@ -1,0 +1,176 @@
+"""The instance storage `bench` configures for a new DAGSTER_HOME: Dagster's SQLite files and
+tables, with connections kept open. What it writes, Dagster's own SQLite storage reads (and
+the other way round), and a run opens a handful of database connections, not one per
+statement."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from bench_pipeline_tests.conftest import run_bench
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+PLAIN_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+
+# Counts the SQLite connections the whole `bench run` process opens.
+COUNTING = """
+import sqlite3, sqlite3.dbapi2 as dbapi2, sys
+opened = [0]
+real = dbapi2.connect
+def connect(*args, **kwargs):
+    opened[0] += 1
+    return real(*args, **kwargs)
+dbapi2.connect = sqlite3.connect = connect
+from bench_pipeline.cli.main import main
+code = main(sys.argv[1:])
+print(f"SQLITE_CONNECTIONS {opened[0]}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _run(launch: Path, home: Path) -> tuple[str, int]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DAGSTER_HOME": str(home / "dagster_home")}
+    argv = [sys.executable, "-c", COUNTING, "--home", str(home), "run", str(launch)]
+    out = subprocess.run(
+        [*argv, "--max", "1", "--repeats", "1", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    opened = int(out.stderr.rsplit("SQLITE_CONNECTIONS ", 1)[1].split()[0])
+    return json.loads(out.stdout)["run"]["run_id"], opened
+
+
+def _instance(dagster_home: Path, yaml_text: str | None = None) -> dg.DagsterInstance:
+    if yaml_text is not None:
+        (dagster_home / "dagster.yaml").write_text(yaml_text)
+    return dg.DagsterInstance.from_config(str(dagster_home))
+
+
+def test_a_new_home_keeps_connections_open_and_dagster_reads_what_it_wrote(
+    factory: Path, tmp_path: Path
+) -> None:
+    launch = factory / "launches" / "demo.yaml"
+    pooled_home, plain_home = tmp_path / "pooled", tmp_path / "plain"
+    (plain_home / "dagster_home").mkdir(parents=True)
+    (plain_home / "dagster_home" / "dagster.yaml").write_text(PLAIN_YAML)
+    run_id, pooled = _run(launch, pooled_home)
+    _, plain = _run(launch, plain_home)
+    # Dagster's own storage opens the database for every statement; bench's keeps them open.
+    assert pooled * 3 < plain, (pooled, plain)
+    written = (pooled_home / "dagster_home" / "dagster.yaml").read_text()
+    assert "bench_pipeline.defs.storage" in written and "BenchSqliteStorage" in written
+
+    # Dagster's plain SQLite storage on the same files sees the run, its events and the
+    # partitions' materializations.
+    home = pooled_home / "dagster_home"
+    instance = _instance(home, PLAIN_YAML)
+    try:
+        assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+        (run,) = instance.get_runs()
+        assert run.status == dg.DagsterRunStatus.SUCCESS and run.tags["bench/run_id"] == run_id
+        keys = instance.get_materialized_partitions(dg.AssetKey("trials"))
+        assert len(keys) == 3  # one partition per configuration of the demo
+        assert instance.all_logs(run.run_id)
+    finally:
+        instance.dispose()
+
+    # And the other way round: the plain storage's home is read (and written) by bench's.
+    (home / "dagster.yaml").write_text(written)
+    code, out, err = run_bench(
+        "run", str(launch), "--max", "1", "--repeats", "1", "--json", home=pooled_home
+    )
+    assert code == 0, err
+    instance = _instance(home)
+    try:
+        assert type(instance.run_storage).__name__ == "PooledSqliteRunStorage"
+        assert len(instance.get_runs()) == 2
+        assert instance.get_latest_materialization_event(dg.AssetKey("config_table"))
+    finally:
+        instance.dispose()
+
+
+def test_reading_more_runs_than_the_open_files_kept_is_still_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event log keeps the newest few run files open: reading every run of a longer history
+    (as the webserver and daemon do) closes the oldest and reopens them when asked again."""
+    from bench_pipeline.defs.launcher import INSTANCE_YAML
+    from bench_pipeline.defs.storage import OPEN_EVENT_LOG_FILES
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the storage's base_dir is {env: DAGSTER_HOME}
+
+    @dg.op
+    def hello(context) -> int:  # noqa: ANN001 - Dagster reads the annotation at run time
+        context.log.info("hello")
+        return 1
+
+    @dg.job
+    def tiny() -> None:
+        hello()
+
+    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
+        runs = [
+            tiny.execute_in_process(instance=instance).run_id
+            for _ in range(OPEN_EVENT_LOG_FILES + 3)
+        ]
+        for _ in range(2):
+            for run_id in runs:
+                logs = instance.all_logs(run_id)
+                assert any(e.user_message == "hello" for e in logs)
+                assert instance.get_run_by_id(run_id).is_success
+        open_files = instance.event_log_storage._engines
+        assert len(open_files) == OPEN_EVENT_LOG_FILES + 1 and "index" in open_files
+    finally:
+        instance.dispose()
+
+
+def test_a_forked_child_never_uses_the_parents_open_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A celery prefork worker or a forked step gets fresh pools: sharing an open SQLite
+    connection across a fork can corrupt the database."""
+    from bench_pipeline.defs.launcher import INSTANCE_YAML
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        instance.get_runs()  # opens connections to runs.db and returns them to the pool
+        pool = instance.run_storage._pooled.pool
+        held = pool.checkedin()
+        assert held >= 1
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what its pool holds, then use it
+            try:
+                fresh = instance.run_storage._pooled.pool
+                ok = fresh is not pool and fresh.checkedin() == 0
+                instance.get_runs()
+                os.write(write, b"fresh" if ok else b"inherited")
+            finally:
+                os._exit(0)
+        os.close(write)
+        seen = os.read(read, 64)
+        os.waitpid(pid, 0)
+        assert seen == b"fresh"
+        assert pool.checkedin() == held and instance.get_runs() == []  # the parent's is intact
+    finally:
+        instance.dispose()
