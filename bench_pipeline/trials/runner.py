@@ -178,7 +178,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     try:
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
-        if not ctx.keep_workspaces:
+        if not ctx.keep_workspaces and state.work_dir is not None:
             remove_workspace(state.work_dir, up_to=ctx.work_root)
         if state.private_dir is not None:
             shutil.rmtree(state.private_dir, ignore_errors=True)
@@ -222,8 +222,9 @@ class _TrialState:
         self.tmp = self.private_root / "tmp"
         self.scratch = self.private_root / "scratch"
         self.workspace: Path | None = None
-        # The trial's work area (workspace, agent home, /tmp, exchange files), removed after.
-        self.work_dir = self.private_root
+        # The trial's work area (workspace, agent home, /tmp, exchange files), removed after;
+        # None when the trial needs none (see `execute`).
+        self.work_dir: Path | None = self.private_root
         self.isolation: sandbox.Isolation | None = None
         self.isolation_note: str | None = None
         self.usage = Usage()
@@ -263,10 +264,13 @@ class _TrialState:
             self._set(OUTCOME_NOT_APPLICABLE, message)
             self.usage = Usage.unknown(f"not run: {reason}")
             return
-        if self.private_root.exists():  # a crashed earlier attempt of this trial
-            remove_workspace(self.private_root)
-        for folder in (self.home, self.tmp, self.scratch):
-            folder.mkdir(parents=True)
+        if not task.is_text or agent.starts_processes:
+            if self.private_root.exists():  # a crashed earlier attempt of this trial
+                remove_workspace(self.private_root)
+            for folder in (self.home, self.tmp, self.scratch):
+                folder.mkdir(parents=True)
+        else:  # an in-process agent on a text case: nothing would use them
+            self.work_dir = None
         snapshot_inputs(self.ctx.suite_dir, self.visible_hashes, self.inputs_dir)
         if not task.is_text:
             assert task.repo and task.base_sha
@@ -360,7 +364,9 @@ class _TrialState:
             cancelled=self.ctx.cancelled,
             work_dir=self.work_dir,
             scratch_dir=self.scratch
-            if self.isolation is not None and self.isolation.mode == ISOLATION_SANDBOX
+            if self.work_dir is not None
+            and self.isolation is not None
+            and self.isolation.mode == ISOLATION_SANDBOX
             else None,
         )
         t0 = time.monotonic()
