@@ -98,9 +98,27 @@ class TrialContext:
     # Called with the trial row and its per-test rows (TEST_RESULTS) before on_trial_done.
     on_test_results: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
     prepare_cache: Path | None = None  # where prepare caches live (None: no cache)
+    # Per-run facts every trial would otherwise recompute (~1 ms a text case): the secrets in
+    # `environ`, and each config's hash and frozen agent dict. Filled on first use.
+    _secrets: list[str] | None = field(default=None, init=False, repr=False)
+    _configs: dict[int, tuple[Config, str, dict[str, Any]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def secrets(self) -> list[str]:
-        return [v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)]
+        if self._secrets is None:
+            self._secrets = [
+                v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)
+            ]
+        return self._secrets
+
+    def config_facts(self, config: Config) -> tuple[str, dict[str, Any]]:
+        """(hash, frozen agent dict) of a config of this run (frozen: the same every trial)."""
+        # By identity (the value keeps the config alive, so its id is not reused).
+        facts = self._configs.get(id(config))
+        if facts is None:
+            facts = self._configs[id(config)] = (config, config.hash, config.agent.frozen_dict())
+        return facts[1], facts[2]
 
 
 @dataclass
@@ -599,6 +617,7 @@ class _TrialState:
         if cost is None and unknown is None:
             unknown = "the agent reported no usage"
         a = self.agent_spec
+        config_hash, frozen_agent = ctx.config_facts(spec.config)
         row: dict[str, Any] = {
             "run_id": ctx.run_id,
             "suite": ctx.suite,
@@ -614,7 +633,7 @@ class _TrialState:
             "agent_kind": a.kind,
             "model": self.answer_model or a.model,
             "effort": a.effort,
-            "config_hash": spec.config.hash,
+            "config_hash": config_hash,
             "factory_ref": spec.config.factory_ref,
             "factory_sha": spec.config.factory_sha,
             "is_baseline": spec.is_baseline,
@@ -644,7 +663,7 @@ class _TrialState:
             **{k: v for k, v in row.items() if k not in ("started_at", "finished_at")},
             "started_at": started_at.isoformat(),
             "finished_at": row["finished_at"].isoformat(),
-            "config": spec.config.agent.frozen_dict(),
+            "config": frozen_agent,
             "config_overrides": dict(spec.config.overrides),
             "input_hashes": self.input_hashes,
             "hidden_test_hashes": self.hidden_hashes,
