@@ -140,7 +140,10 @@ def execute_trials(
         except BaseException as exc:  # re-raised in the calling thread below
             failure.append(exc)
         finally:
-            writer.close()
+            try:
+                writer.close()  # the held rows of trials that ended, whatever stopped the pool
+            except BaseException as exc:
+                failure.append(exc)
             finished.put(None)
 
     reported: set[Partition] = set()

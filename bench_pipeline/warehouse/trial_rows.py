@@ -20,6 +20,7 @@ but a batch file is shared, and rows left there would count twice.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Iterable
@@ -27,6 +28,8 @@ from typing import Any
 
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
+
+log = logging.getLogger(__name__)
 
 # A text case quicker than this is held for a batch; a slower one costs more than its files.
 QUICK_SECONDS = 1.0
@@ -57,6 +60,9 @@ class TrialRowWriter:
         # held row of it is on disk, even those a timer flush is writing at that moment.
         self._lock = threading.RLock()
         self._held: dict[Partition, list[tuple[dict[str, Any], list, list]]] = {}
+        # Each held batch's file name, fixed when its first row is held: a write retried after
+        # a failure (a full disk) replaces its own partial files rather than adding copies.
+        self._names: dict[Partition, str] = {}
         self._timer: threading.Timer | None = None
 
     def add(
@@ -76,6 +82,8 @@ class TrialRowWriter:
                 self._write_alone(row, checks, tests)
                 return
             held = self._held.setdefault(key, [])
+            if not held:
+                self._names[key] = f"{row['task_id']}-{uuid.uuid4().hex[:8]}"
             held.append((row, checks, tests))
             if len(held) >= self.max_held:
                 self.flush(key)
@@ -85,13 +93,17 @@ class TrialRowWriter:
                 self._timer.start()
 
     def flush(self, partition: Partition | None = None) -> None:
-        """Write the held rows of `partition` (of every partition when None)."""
+        """Write the held rows of `partition` (of every partition when None). A failed write
+        raises and keeps the rows held, so the next flush (at the latest the partition's end,
+        in the trial pool, which then fails the run) tries them again."""
         with self._lock:
             keys = list(self._held) if partition is None else [partition]
             for key in keys:
-                held = self._held.pop(key, None)
+                held = self._held.get(key)
                 if held:
                     self._write_batch(key, held)
+                self._held.pop(key, None)
+                self._names.pop(key, None)
             if not self._held and self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -103,7 +115,10 @@ class TrialRowWriter:
     def _on_timer(self) -> None:
         with self._lock:
             self._timer = None
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # kept held; raised again by the partition's own flush
+                log.warning("could not write held trial rows yet", exc_info=True)
 
     def _write_alone(
         self, row: dict[str, Any], checks: list[dict[str, Any]], tests: list[dict[str, Any]]
@@ -119,7 +134,7 @@ class TrialRowWriter:
         if len(held) == 1:  # one row: the trial's own file, as if never held
             self._write_alone(*held[0])
             return
-        part = layout.trial_batch(*key, f"{held[0][0]['task_id']}-{uuid.uuid4().hex[:8]}")
+        part = layout.trial_batch(*key, self._names[key])
         tests = [t for _, _, ts in held for t in ts]
         checks = [c for _, cs, _ in held for c in cs]
         if tests:
