@@ -157,7 +157,11 @@ def test_held_rows_reach_the_disk_within_the_hold_time(tmp_path: Path) -> None:
 
 
 def test_forget_trials_removes_a_trials_rows_from_batches_and_own_files(tmp_path: Path) -> None:
-    from types import SimpleNamespace
+    from dataclasses import replace
+
+    from bench_pipeline.formats.model import Config
+    from bench_pipeline.trials.runner import TrialSpec
+    from bench_pipeline_tests.test_agent_support import make_spec, make_task
 
     wh = Warehouse(tmp_path)
     writer = TrialRowWriter(wh, "r1", hold_seconds=3600)
@@ -166,14 +170,10 @@ def test_forget_trials_removes_a_trials_rows_from_batches_and_own_files(tmp_path
     writer.flush(("bot", 1))
     writer.add(_row("d", outcome="cancelled"), [], [], quick=False)
     writer.add(_row("e", rep=2), [], [], quick=False)
+    config = Config(id="bot", agent=make_spec("http-chat", url="http://127.0.0.1:9/v1"))
 
-    def spec(task: str, rep: int = 1) -> SimpleNamespace:
-        return SimpleNamespace(
-            task=SimpleNamespace(id=task),
-            config=SimpleNamespace(id="bot"),
-            repetition=rep,
-            trial_id=f"{task}/bot/{rep}",
-        )
+    def spec(task: str, rep: int = 1) -> TrialSpec:
+        return TrialSpec(replace(make_task(text=True), id=task), config, rep)
 
     again = [spec("a"), spec("b"), spec("d")]
     assert forget_trials(wh, "r1", [("bot", 1), ("bot", 2)], again) == 2

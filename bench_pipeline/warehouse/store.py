@@ -187,7 +187,9 @@ class Warehouse:
 
         schema = table_schema(table)
         data = pq.read_table(path, schema=schema)
-        keep = pc.invert(pc.is_in(data[column], value_set=pa.array(sorted(values))))
+        keep = pc.fill_null(
+            pc.invert(pc.is_in(data[column], value_set=pa.array(sorted(values)))), True
+        )
         if pc.all(keep).as_py():
             return 0
         rest = data.filter(keep)

@@ -24,10 +24,13 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
+
+if TYPE_CHECKING:
+    from bench_pipeline.trials.runner import TrialSpec
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +154,14 @@ def is_quick(is_text: bool, duration_seconds: float | None) -> bool:
 
 
 def forget_trials(
-    warehouse: Warehouse, run_id: str, partitions: Iterable[Partition], trials: Iterable[Any]
+    warehouse: Warehouse,
+    run_id: str,
+    partitions: Iterable[Partition],
+    trials: Iterable[TrialSpec],
 ) -> int:
-    """Remove every row (trial, check, test) of `trials` (TrialSpec-like: `task.id`,
-    `config.id`, `repetition`, `trial_id`) from the run's files, before those trials run
-    again. Returns how many files changed. Cheap when there is nothing to remove: a run's
-    first execution lists folders that do not exist yet."""
+    """Remove every row (trial, check, test) of `trials` from the run's files in
+    `partitions`, before those trials run again. Returns how many files changed. Cheap when
+    there is nothing to remove: a run's first execution lists folders that do not exist yet."""
     by_partition: dict[Partition, dict[str, str]] = {}
     for spec in trials:
         key = (spec.config.id, int(spec.repetition))
