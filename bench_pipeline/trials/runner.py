@@ -35,6 +35,7 @@ from bench_pipeline.agents.base import (
 from bench_pipeline.agents.offline import NotApplicable
 from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import Check, Config, Prices, Task, findings_mode
+from bench_pipeline.formats.serialize import readable_json
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.formats.vocabulary import (
     ISOLATION_SANDBOX,
@@ -564,8 +565,12 @@ class _TrialState:
 
     def _write(self, rel: str, text: str) -> None:
         path = self.dir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.transcript.redact(text), encoding="utf-8")
+        text = self.transcript.redact(text)
+        try:  # the folder exists from the trial's start, unless an agent removed it
+            path.write_text(text, encoding="utf-8")
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
 
     # ---------------------------------------------------------------- result
 
@@ -598,11 +603,11 @@ class _TrialState:
         if self.answer is not None:
             self._write("answer.txt", self.answer)
         if self.turns:
-            self._write("turns.json", json.dumps(self.turns, indent=2, default=str))
-        self._write("checks.json", json.dumps(self.final_checks, indent=2))
+            self._write("turns.json", readable_json(self.turns))
+        self._write("checks.json", readable_json(self.final_checks))
         if self.final_tests is not None:  # tests fixed / still failing / broken, final attempt
             self._write(repo_tests.EVIDENCE_FILE, json.dumps(self.final_tests, indent=2))
-        self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
+        self._write("attempts.json", readable_json(self.attempts))
         if self.transcript.truncated:
             kept["transcript.jsonl"] = {
                 "bytes": self.transcript.written,
@@ -673,7 +678,7 @@ class _TrialState:
             "isolation_note": self.isolation_note,
             "evidence": {"caps": caps, "truncated": truncated, "files": kept, "outputs": outputs},
         }
-        self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
+        self._write("metadata.json", readable_json(metadata))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]
         keys = {k: row[k] for k in ("run_id", "trial_id", "task_id", "config_id", "repetition")}
         tests = [{**keys, **t} for t in self.test_rows]

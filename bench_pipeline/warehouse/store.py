@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.serialize import readable_json
 
 if TYPE_CHECKING:  # pyarrow, pandas and DuckDB load on the first read or write, not at import
     import pandas as pd
@@ -203,7 +204,7 @@ class Warehouse:
         return 1
 
     def write_json(self, relpath: str, data: Any) -> Path:
-        return self.write_text(relpath, json.dumps(data, indent=2, default=str))
+        return self.write_text(relpath, readable_json(data))
 
     def write_text(self, relpath: str, text: str) -> Path:
         """Atomically (temp file + rename) write a text file under the root."""

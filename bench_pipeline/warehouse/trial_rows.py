@@ -173,7 +173,10 @@ def forget_trials(
             continue
         under = layout.partition_dir(*key)
         for table in TRIAL_TABLES:
-            batches = warehouse.folder(table, run_id, under) / layout.BATCHES
+            folder = warehouse.folder(table, run_id, under)
+            if not folder.is_dir():  # nothing written there yet (a run's first execution)
+                continue
+            batches = folder / layout.BATCHES
             own = {
                 warehouse.part_path(table, run_id, layout.trial_part(*key, t)) for t in ids.values()
             }
