@@ -112,6 +112,32 @@ def test_a_text_run_writes_each_case_once_with_its_scores_and_evidence(
     assert len(wh.read("trials", run_id, under=layout.partition_dir("bot", 1))) == 6
 
 
+def test_a_long_answer_is_capped_in_the_evidence_and_said_so(
+    tmp_path: Path, bench_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_MAX_EVIDENCE_FILE_BYTES", "4096")
+    long = ANSWER + " " + "more " * 2000
+
+    def reply(_: Recorded) -> Reply:
+        return Reply(200, {"choices": [{"message": {"content": long}}], "usage": {}})
+
+    with ScriptedServer(reply) as server:
+        launch = _factory(tmp_path / "factory", server.url, tasks=2)
+        code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+        assert code == 0, err
+    run_id = json.loads(out)["run"]["run_id"]
+    trials = Warehouse(bench_home / "warehouse").read("trials", run_id)
+    assert list(trials["evidence_truncated"]) == [True, True]
+    for folder in trials["evidence_dir"]:
+        assert (Path(folder) / "answer.txt").stat().st_size == 4096
+        meta = json.loads((Path(folder) / "metadata.json").read_text())
+        assert meta["evidence"]["files"]["answer.txt"]["full_bytes"] == len(long.encode())
+        # turns.json (the response again) is cut too: no longer JSON, and still scored.
+        assert meta["evidence"]["files"]["turns.json"]["truncated"]
+    scores = Warehouse(bench_home / "warehouse").read("scores", run_id)
+    assert list(scores.loc[scores["scorer"] == "assert", "status"]) == ["scored", "scored"]
+
+
 def _row(task: str, rep: int = 1, outcome: str = "succeeded") -> dict:
     return {
         "run_id": "r1",
