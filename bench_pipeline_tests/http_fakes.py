@@ -47,6 +47,11 @@ class ScriptedServer:
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # One send per reply with Nagle off, as production servers answer: http.server's
+            # default (headers and body in two sends) waits out the client's 40 ms delayed
+            # ACK on every reply over a kept-alive connection.
+            disable_nagle_algorithm = True
+            wbufsize = -1
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass

@@ -48,6 +48,14 @@ def test_compare_prints_same_round_ratios_and_the_fit() -> None:
         assert re.search(fit, out), out
 
 
+def test_text_cases_fits_the_per_case_overhead() -> None:
+    out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "4")
+    for n in (2, 4):
+        assert re.search(rf"N= +{n}: bench run +[\d.]+ s; .* s per case; cpu +[\d.]+ s", out), out
+    assert re.search(r"fit over N = 2, 4: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", out), out
+    assert re.search(r"cpu fit: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", out), out
+
+
 def test_scaleout_times_both_paths_and_stops_its_servers() -> None:
     if not redis_available():
         pytest.skip("redis-server is not installed (make system-deps installs it)")

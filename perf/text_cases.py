@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -57,7 +58,12 @@ class InstantChat:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            protocol_version = "HTTP/1.1"  # keep-alive: the client may reuse its connection
+            # As a production server answers (uvicorn, nginx, Go's net/http): headers and body
+            # in one send, Nagle off. http.server's default (two unbuffered sends, Nagle on)
+            # stalls every reply on a reused connection by the peer's 40 ms delayed ACK.
+            disable_nagle_algorithm = True
+            wbufsize = -1
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -116,7 +122,9 @@ def write_factory(root: Path, url: str, tasks: int) -> Path:
     return launch
 
 
-def run_bench(tree: Path, launch: Path, home: Path) -> float:
+def run_bench(tree: Path, launch: Path, home: Path) -> tuple[float, float]:
+    """The wall time of one `bench run` and the CPU time (user + system) it and its children
+    used: on a shared, loaded machine the CPU time varies far less than the wall time."""
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "PYTHONPATH": str(tree),
@@ -134,17 +142,20 @@ def run_bench(tree: Path, launch: Path, home: Path) -> float:
         "--json",
         "--fail-on-error",
     ]
-    start = time.perf_counter()
     home.mkdir(parents=True, exist_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
     # From a neutral folder: `python -c` puts the working directory first on sys.path.
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=home)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{shlex.join(argv[3:])} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     table = json.loads(proc.stdout)["config_table"][0]
     if table.get("overall") != 1.0:
         raise SystemExit(f"the cases did not all pass: {table}")
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -166,6 +177,7 @@ def main() -> None:
     server = InstantChat()
     wall: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
     net: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
+    cpu: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
     with tempfile.TemporaryDirectory(prefix="bench-text-") as tmp:
         tmpdir = Path(tmp)
         launches = {n: write_factory(tmpdir / f"factory-{n}", server.url, n // 2) for n in sizes}
@@ -176,34 +188,44 @@ def main() -> None:
         plan = [(t, n) for t in trees for n in sizes]
         for r in range(args.rounds):
             for t, n in plan if r % 2 == 0 else reversed(plan):
-                elapsed = run_bench(t, launches[n], homes[t])
+                elapsed, used = run_bench(t, launches[n], homes[t])
                 requests, busy = server.take()
                 if requests != n:
                     raise SystemExit(f"{n} cases made {requests} chat requests")
                 wall[t, n].append(elapsed)
                 net[t, n].append(elapsed - busy)
+                cpu[t, n].append(used)
                 print(
-                    f"round {r + 1}: {t} N={n} wall {elapsed:.3f} s, server {busy:.4f} s",
+                    f"round {r + 1}: {t} N={n} wall {elapsed:.3f} s, cpu {used:.3f} s, "
+                    f"server {busy:.4f} s",
                     file=sys.stderr,
                 )
     small, large = sizes
     for t in trees:
-        slopes = [
-            (b - a) / (large - small) for a, b in zip(net[t, small], net[t, large], strict=True)
-        ]
-        per_case = statistics.median(slopes)
-        fixed = statistics.median(
-            [a - per_case * small for a in net[t, small]]
-            + [b - per_case * large for b in net[t, large]]
-        )
+        per_case, fixed = _fit(net[t, small], net[t, large], small, large)
+        cpu_case, cpu_fixed = _fit(cpu[t, small], cpu[t, large], small, large)
         print(f"tree: {t}  rounds: {args.rounds}  (medians)")
         for n in sizes:
             print(
                 f"  N={n:4d}: bench run {statistics.median(wall[t, n]):7.3f} s; "
-                f"(wall - server) / N = {statistics.median(net[t, n]) / n:.4f} s per case"
+                f"(wall - server) / N = {statistics.median(net[t, n]) / n:.4f} s per case; "
+                f"cpu {statistics.median(cpu[t, n]):7.3f} s"
             )
         print(f"  fit over N = {small}, {large}: fixed {fixed:.3f} s + {per_case:.4f} s per case")
+        print(f"  cpu fit: fixed {cpu_fixed:.3f} s + {cpu_case:.4f} s per case")
         print(f"  promptfoo's bar: 0.005 s per case -> {per_case / 0.005:.1f}x")
+
+
+def _fit(
+    at_small: list[float], at_large: list[float], small: int, large: int
+) -> tuple[float, float]:
+    """(per case, fixed): the median of the same-round slopes, and the median intercept."""
+    slopes = [(b - a) / (large - small) for a, b in zip(at_small, at_large, strict=True)]
+    per_case = statistics.median(slopes)
+    fixed = statistics.median(
+        [a - per_case * small for a in at_small] + [b - per_case * large for b in at_large]
+    )
+    return per_case, fixed
 
 
 if __name__ == "__main__":

@@ -113,6 +113,10 @@ class Agent(ABC):
     # False for agents whose answer cannot change with feedback (the offline stand-ins): the
     # trial then ends after one attempt whatever max_iterations says.
     takes_feedback: ClassVar[bool] = True
+    # False for agents that run inside this process and start no process (a chat endpoint
+    # called through httpx): a text task then gets no private home, tmp and scratch folders,
+    # which nothing would use (making and removing them was ~2 ms of a ~5 ms text case).
+    starts_processes: ClassVar[bool] = True
 
     def __init__(self, spec: AgentSpec):
         self.spec = spec

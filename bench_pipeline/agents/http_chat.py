@@ -17,6 +17,7 @@ Token convention: OpenAI's `prompt_tokens` include cached tokens; we record
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -87,6 +88,7 @@ def usage_of(body: Any, prices: Any, model: str | None) -> tuple[Usage, int | No
 @register_agent
 class HttpChatAgent(Agent):
     kind = "http-chat"
+    starts_processes = False
 
     @classmethod
     def spec_problem(cls, spec: AgentSpec) -> tuple[str, str] | None:
@@ -151,32 +153,30 @@ class HttpChatAgent(Agent):
         usage: Usage | None = None
         retries = 0
         status, error, answer = COMPLETED, None, None
-        import httpx  # ~0.1 s: paid by the trials that chat, not by every import of the agents
-
-        with httpx.Client(verify=shared_ssl_context()) as client:
-            for index, user in enumerate(users, start=1):
-                messages.append({"role": "user", "content": user})
-                try:
-                    record, turn_usage, text, turn_retries = self._turn(
-                        client, request, headers, messages, index
-                    )
-                except _Stop as stop:
-                    status, error = stop.status, request.transcript.redact(stop.error)
-                    retries += stop.retries
-                    break
-                retries += turn_retries
-                records.append(record)
-                messages.append({"role": "assistant", "content": text})
-                answer = text
-                usage = turn_usage if usage is None else usage + turn_usage
-                request.spent_usd = add_spend(request.spent_usd, turn_usage)
-                if over_budget(self.spec.budget_usd, request.spent_usd):
-                    status = BUDGET
-                    error = (
-                        f"known spend ${request.spent_usd:.4f} exceeds budget "
-                        f"${self.spec.budget_usd} after turn {index}"
-                    )
-                    break
+        client = shared_client()
+        for index, user in enumerate(users, start=1):
+            messages.append({"role": "user", "content": user})
+            try:
+                record, turn_usage, text, turn_retries = self._turn(
+                    client, request, headers, messages, index
+                )
+            except _Stop as stop:
+                status, error = stop.status, request.transcript.redact(stop.error)
+                retries += stop.retries
+                break
+            retries += turn_retries
+            records.append(record)
+            messages.append({"role": "assistant", "content": text})
+            answer = text
+            usage = turn_usage if usage is None else usage + turn_usage
+            request.spent_usd = add_spend(request.spent_usd, turn_usage)
+            if over_budget(self.spec.budget_usd, request.spent_usd):
+                status = BUDGET
+                error = (
+                    f"known spend ${request.spent_usd:.4f} exceeds budget "
+                    f"${self.spec.budget_usd} after turn {index}"
+                )
+                break
         if usage is None:
             usage = Usage.unknown("no chat turn completed")
         request.transcript.write(
@@ -279,6 +279,27 @@ class HttpChatAgent(Agent):
             latency_ms=record["latency_ms"], usage=usage.__dict__,
         )  # fmt: skip
         return record, usage, text, failures
+
+
+_client: httpx.Client | None = None
+_client_lock = threading.Lock()
+
+
+def shared_client() -> httpx.Client:
+    """One client for every trial of the process: its connections to an endpoint are kept
+    alive between cases (a new client per trial paid ~1 ms to build and a TCP, or TLS,
+    handshake per request). Thread-safe (httpx's pool), timeouts are per request, and it keeps
+    no cookies, so no trial sees what an endpoint set for another."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            import http.cookiejar
+
+            import httpx  # ~0.1 s: paid by the trials that chat, not by every import
+
+            jar = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+            _client = httpx.Client(verify=shared_ssl_context(), cookies=jar)
+        return _client
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

@@ -4,11 +4,24 @@ and read by any process (a Dagster step, a celery worker, a resumed run)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+
+def readable_json(value: Any) -> str:
+    """JSON as people read a file of it: a dict one key per line, a list one item per line,
+    each value compact. `json.dumps(indent=2)` reads as well but runs in pure Python (~4x
+    slower: ~0.25 ms for a trial's metadata, out of a text case's ~5 ms budget)."""
+    if isinstance(value, dict) and value:
+        items = (f"  {json.dumps(str(k))}: {json.dumps(v, default=str)}" for k, v in value.items())
+        return "{\n" + ",\n".join(items) + "\n}\n"
+    if isinstance(value, list) and value:
+        return "[\n" + ",\n".join(f"  {json.dumps(v, default=str)}" for v in value) + "\n]\n"
+    return json.dumps(value, default=str) + "\n"
 
 
 def to_jsonable(value: Any) -> Any:

@@ -20,6 +20,7 @@ from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.trials.runner import TrialContext, TrialSpec, run_trials
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.warehouse.trial_rows import TrialRowWriter, forget_trials, is_quick
 from bench_pipeline.workspace.snapshot import freeze_inputs
 
 if TYPE_CHECKING:  # the return type only: a launch never builds a frame here
@@ -70,7 +71,8 @@ def execute_trials(
     hour of the machine or the provider falls on every configuration alike, not on whichever
     partition happened to run then. The pool is as wide as the widest config's `max_parallel`
     and no config exceeds its own. Each finished trial is written at once (its own file), so
-    a crash loses nothing that finished and nothing runs twice.
+    a crash loses nothing that finished and nothing runs twice — but for quick text cases,
+    written together within half a second (warehouse/trial_rows.py).
 
     Yields each partition, in the caller's thread, as its last trial ends (in completion
     order; at once for a partition with nothing left to run) while the other partitions'
@@ -81,27 +83,28 @@ def execute_trials(
     only = layout.partition_dir(*partitions[0]) if len(partitions) == 1 else None
     done = finished_trials(warehouse, run.run_id, retry_infra, under=only)
     todo = [s for s in interleaved(run, partitions) if s.trial_id not in done]
+    # A trial run again first loses its earlier rows (a batch file would keep them).
+    forget_trials(warehouse, run.run_id, partitions, todo)
     left = Counter((s.config.id, s.repetition) for s in todo)
     finished: queue.Queue[Partition | None] = queue.Queue()
     counts = threading.Lock()
+    writer = TrialRowWriter(warehouse, run.run_id)
+    is_text = {t.id: t.is_text for t in run.taskset.tasks}
+    tests_of: dict[str, list[dict[str, Any]]] = {}
 
     def on_tests(row: dict[str, Any], tests: list[dict[str, Any]]) -> None:
-        # written before the trial row: a trial that counts as done has its test rows
-        part = layout.trial_part(row["config_id"], row["repetition"], row["task_id"])
-        warehouse.write("test_results", tests, run.run_id, part)
+        tests_of[row["trial_id"]] = tests  # written with the trial's row, before it
 
     def on_done(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
-        part = layout.trial_part(row["config_id"], row["repetition"], row["task_id"])
-        # Check rows first, like test rows: a trial that counts as done has them.
-        if checks:  # a text case has none: no empty file per case
-            warehouse.write("check_results", checks, run.run_id, part)
-        warehouse.write("trials", [row], run.run_id, part)
+        quick = is_quick(is_text.get(row["task_id"], False), row.get("duration_seconds"))
+        writer.add(row, checks, tests_of.pop(row["trial_id"], []), quick=quick)
         if progress:
             progress(row)
         key = (row["config_id"], int(row["repetition"]))
         with counts:
             left[key] -= 1
             if left[key] == 0:
+                writer.flush(key)  # its held rows on disk before the caller reads them
                 finished.put(key)
 
     ctx = TrialContext(
@@ -137,6 +140,10 @@ def execute_trials(
         except BaseException as exc:  # re-raised in the calling thread below
             failure.append(exc)
         finally:
+            try:
+                writer.close()  # the held rows of trials that ended, whatever stopped the pool
+            except BaseException as exc:
+                failure.append(exc)
             finished.put(None)
 
     reported: set[Partition] = set()

@@ -59,29 +59,31 @@ def partition_trials(
     scores = warehouse.read("scores", run_id, under=under)
     if len(scores):
         scores = latest_scores(scores)
-    per = trial_overall(mine, scores)
-    per = per.set_index("trial_id")
+    # One dict per trial, looked up by id: a `.loc` per trial was ~1 ms a case.
+    per = trial_overall(mine, scores).drop_duplicates("trial_id", keep="last")
+    per_trial = per.set_index("trial_id").to_dict("index")
     reasons: dict[str, str] = {}
     if len(scores):
         for s in scores.itertuples():
-            if s.trial_id in per.index and s.scorer == per.loc[s.trial_id].get("primary_scorer"):
+            p = per_trial.get(s.trial_id)
+            if p is not None and s.scorer == p.get("primary_scorer"):
                 reasons[s.trial_id] = str(s.reason or "")[:200]
-    return _rows(mine, per, reasons)
+    return _rows(mine, per_trial, reasons)
 
 
 def _rows(
-    mine: pd.DataFrame, per: pd.DataFrame | None, reasons: dict[str, str]
+    mine: pd.DataFrame, per: dict[str, dict[str, Any]] | None, reasons: dict[str, str]
 ) -> list[dict[str, Any]]:
     rows = []
     for t in mine.sort_values("task_id").itertuples():
-        p = per.loc[t.trial_id] if per is not None and t.trial_id in per.index else {}
-        overall = _value(p.get("overall")) if len(p) else None
+        p = per.get(t.trial_id, {}) if per is not None else {}
+        overall = _value(p.get("overall")) if p else None
         rows.append(
             {
                 "task": t.task_id,
                 "outcome": t.outcome,
                 "score": None if overall is None else round(float(overall), 4),
-                "status": _value(p.get("primary_status")) if len(p) else None,
+                "status": _value(p.get("primary_status")) if p else None,
                 "reason": reasons.get(t.trial_id),
                 "cost_usd": _value(t.cost_usd),
                 "duration_s": None

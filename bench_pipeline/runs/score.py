@@ -60,7 +60,10 @@ def load_evidence(run: BenchmarkRun, trial: dict[str, Any]) -> TrialEvidence:
 
     def data(name: str, default: Any) -> Any:
         raw = text(name)
-        return json.loads(raw) if raw else default
+        try:
+            return json.loads(raw) if raw else default
+        except ValueError:  # cut by the evidence cap (metadata says so): what a reader sees
+            return default
 
     cost = trial.get("cost_usd")
     return TrialEvidence(

@@ -35,6 +35,7 @@ from bench_pipeline.agents.base import (
 from bench_pipeline.agents.offline import NotApplicable
 from bench_pipeline.agents.transcript import Transcript
 from bench_pipeline.formats.model import Check, Config, Prices, Task, findings_mode
+from bench_pipeline.formats.serialize import readable_json
 from bench_pipeline.formats.taskset import FrozenTaskSet
 from bench_pipeline.formats.vocabulary import (
     ISOLATION_SANDBOX,
@@ -98,9 +99,27 @@ class TrialContext:
     # Called with the trial row and its per-test rows (TEST_RESULTS) before on_trial_done.
     on_test_results: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
     prepare_cache: Path | None = None  # where prepare caches live (None: no cache)
+    # Per-run facts every trial would otherwise recompute (~1 ms a text case): the secrets in
+    # `environ`, and each config's hash and frozen agent dict. Filled on first use.
+    _secrets: list[str] | None = field(default=None, init=False, repr=False)
+    _configs: dict[int, tuple[Config, str, dict[str, Any]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def secrets(self) -> list[str]:
-        return [v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)]
+        if self._secrets is None:
+            self._secrets = [
+                v for k, v in self.environ.items() if any(h in k.upper() for h in SECRET_HINTS)
+            ]
+        return self._secrets
+
+    def config_facts(self, config: Config) -> tuple[str, dict[str, Any]]:
+        """(hash, frozen agent dict) of a config of this run (frozen: the same every trial)."""
+        # By identity (the value keeps the config alive, so its id is not reused).
+        facts = self._configs.get(id(config))
+        if facts is None:
+            facts = self._configs[id(config)] = (config, config.hash, config.agent.frozen_dict())
+        return facts[1], facts[2]
 
 
 @dataclass
@@ -178,7 +197,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     try:
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
-        if not ctx.keep_workspaces:
+        if not ctx.keep_workspaces and state.work_dir is not None:
             remove_workspace(state.work_dir, up_to=ctx.work_root)
         if state.private_dir is not None:
             shutil.rmtree(state.private_dir, ignore_errors=True)
@@ -222,8 +241,9 @@ class _TrialState:
         self.tmp = self.private_root / "tmp"
         self.scratch = self.private_root / "scratch"
         self.workspace: Path | None = None
-        # The trial's work area (workspace, agent home, /tmp, exchange files), removed after.
-        self.work_dir = self.private_root
+        # The trial's work area (workspace, agent home, /tmp, exchange files), removed after;
+        # None when the trial needs none (see `execute`).
+        self.work_dir: Path | None = self.private_root
         self.isolation: sandbox.Isolation | None = None
         self.isolation_note: str | None = None
         self.usage = Usage()
@@ -263,10 +283,13 @@ class _TrialState:
             self._set(OUTCOME_NOT_APPLICABLE, message)
             self.usage = Usage.unknown(f"not run: {reason}")
             return
-        if self.private_root.exists():  # a crashed earlier attempt of this trial
-            remove_workspace(self.private_root)
-        for folder in (self.home, self.tmp, self.scratch):
-            folder.mkdir(parents=True)
+        if not task.is_text or agent.starts_processes:
+            if self.private_root.exists():  # a crashed earlier attempt of this trial
+                remove_workspace(self.private_root)
+            for folder in (self.home, self.tmp, self.scratch):
+                folder.mkdir(parents=True)
+        else:  # an in-process agent on a text case: nothing would use them
+            self.work_dir = None
         snapshot_inputs(self.ctx.suite_dir, self.visible_hashes, self.inputs_dir)
         if not task.is_text:
             assert task.repo and task.base_sha
@@ -360,7 +383,9 @@ class _TrialState:
             cancelled=self.ctx.cancelled,
             work_dir=self.work_dir,
             scratch_dir=self.scratch
-            if self.isolation is not None and self.isolation.mode == ISOLATION_SANDBOX
+            if self.work_dir is not None
+            and self.isolation is not None
+            and self.isolation.mode == ISOLATION_SANDBOX
             else None,
         )
         t0 = time.monotonic()
@@ -540,8 +565,12 @@ class _TrialState:
 
     def _write(self, rel: str, text: str) -> None:
         path = self.dir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.transcript.redact(text), encoding="utf-8")
+        text = self.transcript.redact(text)
+        try:  # the folder exists from the trial's start, unless an agent removed it
+            path.write_text(text, encoding="utf-8")
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
 
     # ---------------------------------------------------------------- result
 
@@ -574,11 +603,11 @@ class _TrialState:
         if self.answer is not None:
             self._write("answer.txt", self.answer)
         if self.turns:
-            self._write("turns.json", json.dumps(self.turns, indent=2, default=str))
-        self._write("checks.json", json.dumps(self.final_checks, indent=2))
+            self._write("turns.json", readable_json(self.turns))
+        self._write("checks.json", readable_json(self.final_checks))
         if self.final_tests is not None:  # tests fixed / still failing / broken, final attempt
             self._write(repo_tests.EVIDENCE_FILE, json.dumps(self.final_tests, indent=2))
-        self._write("attempts.json", json.dumps(self.attempts, indent=2, default=str))
+        self._write("attempts.json", readable_json(self.attempts))
         if self.transcript.truncated:
             kept["transcript.jsonl"] = {
                 "bytes": self.transcript.written,
@@ -593,6 +622,7 @@ class _TrialState:
         if cost is None and unknown is None:
             unknown = "the agent reported no usage"
         a = self.agent_spec
+        config_hash, frozen_agent = ctx.config_facts(spec.config)
         row: dict[str, Any] = {
             "run_id": ctx.run_id,
             "suite": ctx.suite,
@@ -608,7 +638,7 @@ class _TrialState:
             "agent_kind": a.kind,
             "model": self.answer_model or a.model,
             "effort": a.effort,
-            "config_hash": spec.config.hash,
+            "config_hash": config_hash,
             "factory_ref": spec.config.factory_ref,
             "factory_sha": spec.config.factory_sha,
             "is_baseline": spec.is_baseline,
@@ -638,7 +668,7 @@ class _TrialState:
             **{k: v for k, v in row.items() if k not in ("started_at", "finished_at")},
             "started_at": started_at.isoformat(),
             "finished_at": row["finished_at"].isoformat(),
-            "config": spec.config.agent.frozen_dict(),
+            "config": frozen_agent,
             "config_overrides": dict(spec.config.overrides),
             "input_hashes": self.input_hashes,
             "hidden_test_hashes": self.hidden_hashes,
@@ -648,7 +678,7 @@ class _TrialState:
             "isolation_note": self.isolation_note,
             "evidence": {"caps": caps, "truncated": truncated, "files": kept, "outputs": outputs},
         }
-        self._write("metadata.json", json.dumps(metadata, indent=2, default=str))
+        self._write("metadata.json", readable_json(metadata))
         checks = [{"run_id": ctx.run_id, "trial_id": spec.trial_id, **c} for c in self.check_rows]
         keys = {k: row[k] for k in ("run_id", "trial_id", "task_id", "config_id", "repetition")}
         tests = [{**keys, **t} for t in self.test_rows]

@@ -80,8 +80,20 @@ def partition_dir(config_id: str, rep: int) -> str:
 
 
 def trial_part(config_id: str, rep: int, task_id: str) -> str:
-    """The file stem of one trial's rows: each finished trial is written at once, alone."""
+    """The file stem of one trial's rows: a finished trial is written at once, alone (but for
+    quick text cases, held briefly and written together: `trial_batch`)."""
     return f"{partition_dir(config_id, rep)}/{task_id}"
+
+
+# The sub-folder of a partition's folder holding batch files (`trial_batch`): a task id starts
+# with a letter or digit, so no trial's own file is ever named like it.
+BATCHES = "_batches"
+
+
+def trial_batch(config_id: str, rep: int, name: str) -> str:
+    """The file stem of the rows of several quick text cases of one partition written together
+    (warehouse/trial_rows.py); readers take every file under the partition's folder."""
+    return f"{partition_dir(config_id, rep)}/{BATCHES}/{name}"
 
 
 def score_part(config_id: str, rep: int, rescore_id: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.serialize import readable_json
 
 if TYPE_CHECKING:  # pyarrow, pandas and DuckDB load on the first read or write, not at import
     import pandas as pd
@@ -163,10 +164,7 @@ class Warehouse:
     ) -> Path:
         """Write rows as `<table>/<run_id>/<part>.parquet`, atomically. Replaces only that part."""
         arrow = _to_arrow(table, rows)
-        segments = [_safe(s) for s in part.split("/") if s not in ("", ".", "..")]
-        target = (
-            self.root / table / _safe(run_id) / Path(*segments[:-1]) / f"{segments[-1]}.parquet"
-        )
+        target = self.part_path(table, run_id, part)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         import pyarrow.parquet as pq
@@ -176,8 +174,37 @@ class Warehouse:
         _forget(target)
         return target
 
+    def part_path(self, table: str, run_id: str, part: str) -> Path:
+        """Where `write(table, rows, run_id, part)` puts its file."""
+        segments = [_safe(s) for s in part.split("/") if s not in ("", ".", "..")]
+        return self.root / table / _safe(run_id) / Path(*segments[:-1]) / f"{segments[-1]}.parquet"
+
+    def drop_rows(self, path: Path, table: str, column: str, values: set[Any]) -> int:
+        """Rewrite one file of `table` without the rows whose `column` is in `values`
+        (atomically; the file goes when no row is left). 1 when it changed, else 0."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        schema = table_schema(table)
+        data = pq.read_table(path, schema=schema)
+        keep = pc.fill_null(
+            pc.invert(pc.is_in(data[column], value_set=pa.array(sorted(values)))), True
+        )
+        if pc.all(keep).as_py():
+            return 0
+        rest = data.filter(keep)
+        if rest.num_rows == 0:
+            path.unlink()
+        else:
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+            pq.write_table(rest, tmp)
+            os.replace(tmp, path)
+        _forget(path)
+        return 1
+
     def write_json(self, relpath: str, data: Any) -> Path:
-        return self.write_text(relpath, json.dumps(data, indent=2, default=str))
+        return self.write_text(relpath, readable_json(data))
 
     def write_text(self, relpath: str, text: str) -> Path:
         """Atomically (temp file + rename) write a text file under the root."""
@@ -196,12 +223,17 @@ class Warehouse:
 
     # ------------------------------------------------------------------ reading
 
-    def files(self, table: str, run_id: str | None = None, under: str | None = None) -> list[Path]:
+    def folder(self, table: str, run_id: str | None = None, under: str | None = None) -> Path:
+        """The folder of `table` (of one run, and of one sub-folder of it)."""
         base = self.root / table
         if run_id is not None:
             base = base / _safe(run_id)
             if under:
                 base = base.joinpath(*(_safe(s) for s in under.split("/") if s))
+        return base
+
+    def files(self, table: str, run_id: str | None = None, under: str | None = None) -> list[Path]:
+        base = self.folder(table, run_id, under)
         return sorted(base.glob("**/*.parquet")) if base.is_dir() else []
 
     def read(
