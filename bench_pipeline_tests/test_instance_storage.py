@@ -105,12 +105,12 @@ def test_reading_more_runs_than_the_open_files_kept_is_still_exact(
 ) -> None:
     """The event log keeps the newest few run files open: reading every run of a longer history
     (as the webserver and daemon do) closes the oldest and reopens them when asked again."""
-    from bench_pipeline.defs.launcher import INSTANCE_YAML
+    from bench_pipeline.defs.launcher import instance_yaml
     from bench_pipeline.defs.storage import OPEN_EVENT_LOG_FILES
 
     home = tmp_path / "dagster_home"
     home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the storage's base_dir is {env: DAGSTER_HOME}
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
 
     @dg.op
     def hello(context) -> int:  # noqa: ANN001 - Dagster reads the annotation at run time
@@ -121,7 +121,7 @@ def test_reading_more_runs_than_the_open_files_kept_is_still_exact(
     def tiny() -> None:
         hello()
 
-    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    (home / "dagster.yaml").write_text(instance_yaml(home))
     instance = dg.DagsterInstance.from_config(str(home))
     try:
         assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
@@ -145,12 +145,12 @@ def test_a_forked_child_never_uses_the_parents_open_connections(
 ) -> None:
     """A celery prefork worker or a forked step gets fresh pools: sharing an open SQLite
     connection across a fork can corrupt the database."""
-    from bench_pipeline.defs.launcher import INSTANCE_YAML
+    from bench_pipeline.defs.launcher import instance_yaml
 
     home = tmp_path / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    (home / "dagster.yaml").write_text(instance_yaml(home))
     instance = dg.DagsterInstance.from_config(str(home))
     try:
         instance.get_runs()  # opens connections to runs.db and returns them to the pool
@@ -174,3 +174,51 @@ def test_a_forked_child_never_uses_the_parents_open_connections(
         assert pool.checkedin() == held and instance.get_runs() == []  # the parent's is intact
     finally:
         instance.dispose()
+
+
+def test_a_worker_without_dagster_home_loads_the_same_instance_from_a_runs_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A celery worker builds the instance from the run's InstanceRef, in its own environment:
+    the storage's folder must not depend on that environment's DAGSTER_HOME."""
+    from dagster._serdes import serialize_value
+
+    from bench_pipeline.defs.launcher import ensure_dagster_home
+    from bench_pipeline.runs.paths import BenchPaths
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    home = ensure_dagster_home(BenchPaths.from_home(tmp_path / "bench-home"))
+
+    @dg.op
+    def hello() -> int:
+        return 1
+
+    @dg.job
+    def tiny() -> None:
+        hello()
+
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        run_id = tiny.execute_in_process(instance=instance).run_id
+        ref = serialize_value(instance.get_ref())
+    finally:
+        instance.dispose()
+    code = (
+        "import sys, dagster as dg\n"
+        "from dagster._serdes import deserialize_value\n"
+        "instance = dg.DagsterInstance.from_ref(deserialize_value(sys.stdin.read()))\n"
+        "print(type(instance.run_storage).__name__, instance.get_run_by_id(sys.argv[1]).status)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code, run_id],
+        input=ref,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["PooledSqliteRunStorage", "DagsterRunStatus.SUCCESS"]

@@ -5,6 +5,7 @@ the launch job per `bench run` (every partition's trials, scores and the derived
 reported as the assets' materializations); `bench report`/rescore rebuild the results alone.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from bench_pipeline.defs.recorded import execute_recorded
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
 
-INSTANCE_YAML = """\
+_INSTANCE_YAML = """\
 # Written by bench on first use. Edit freely: bench never overwrites it.
 telemetry:
   enabled: false
@@ -33,9 +34,14 @@ storage:
     module: bench_pipeline.defs.storage
     class: BenchSqliteStorage
     config:
-      base_dir:
-        env: DAGSTER_HOME
+      base_dir: {base_dir}
 """
+
+
+def instance_yaml(dagster_home: Path) -> str:
+    """The dagster.yaml of a new instance. The storage's folder is written out: a process that
+    loads the instance from a run's reference (a celery worker) may not share DAGSTER_HOME."""
+    return _INSTANCE_YAML.format(base_dir=json.dumps(str(dagster_home.absolute())))
 
 
 def ensure_dagster_home(paths: BenchPaths) -> Path:
@@ -44,7 +50,9 @@ def ensure_dagster_home(paths: BenchPaths) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text(INSTANCE_YAML)
+        tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+        tmp.write_text(instance_yaml(home))
+        os.replace(tmp, config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

@@ -16,7 +16,7 @@ Configured in the dagster.yaml `bench` writes for a new DAGSTER_HOME:
         module: bench_pipeline.defs.storage
         class: BenchSqliteStorage
         config:
-          base_dir: {env: DAGSTER_HOME}
+          base_dir: "/absolute/path/of/the/dagster_home"
 """
 
 from __future__ import annotations
