@@ -107,19 +107,20 @@ def frontier_svg(
         f'font-size="11"><rect width="{width}" height="{HEIGHT}" fill="#fff"/>',
         f'<text x="{LEFT}" y="{TOP - 16}" font-size="14">{escape(title)}</text>',
     ]
-    for tick in nice_ticks(x_lo, x_hi):
+    x_ticks, y_ticks = nice_ticks(x_lo, x_hi), nice_ticks(y_lo, y_hi)
+    for tick in x_ticks:
         tx = px(tick)
         out.append(
             f'<line x1="{tx}" y1="{TOP}" x2="{tx}" y2="{TOP + plot_h}" stroke="#000" '
             f'stroke-opacity="0.12"/><text x="{tx}" y="{TOP + plot_h + 16}" '
-            f'text-anchor="middle">{_tick_label(tick, nice_ticks(x_lo, x_hi))}</text>'
+            f'text-anchor="middle">{_tick_label(tick, x_ticks)}</text>'
         )
-    for tick in nice_ticks(y_lo, y_hi):
+    for tick in y_ticks:
         ty = py(tick)
         out.append(
             f'<line x1="{LEFT}" y1="{ty}" x2="{LEFT + plot_w}" y2="{ty}" stroke="#000" '
             f'stroke-opacity="0.12"/><text x="{LEFT - 6}" y="{ty + 4}" '
-            f'text-anchor="end">{_tick_label(tick, nice_ticks(y_lo, y_hi))}</text>'
+            f'text-anchor="end">{_tick_label(tick, y_ticks)}</text>'
         )
     out.append(
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
