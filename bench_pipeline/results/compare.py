@@ -341,7 +341,7 @@ def compare_all(
     """Every other config of one run against the baseline config, one row each."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "compare_all")
-    configs = [str(c) for c in pd.unique(pt["config_id"].to_numpy())]
+    configs = [str(c) for c in pd.unique(pt["config_id"])]  # (a categorical: on its codes)
     if baseline_config is None:
         base_rows = (
             pt.loc[pt["is_baseline"].fillna(False).astype(bool)]
@@ -372,6 +372,7 @@ class _FastPairs:
 
     def __init__(self, pt: pd.DataFrame) -> None:
         self.pt = pt
+        self._sorted: dict[str, np.ndarray | None] = {}
         self.cfg, cfg_u = str_codes(pt["config_id"])
         self.cfg_index = {str(c): i for i, c in enumerate(cfg_u)}
         self.task, task_u = str_codes(pt["task_id"])
@@ -415,6 +416,11 @@ class _FastPairs:
         )
 
     def _rows(self, config: str) -> np.ndarray | None:
+        if config not in self._sorted:  # (the baseline's rows serve every comparison)
+            self._sorted[config] = self._sorted_rows(config)
+        return self._sorted[config]
+
+    def _sorted_rows(self, config: str) -> np.ndarray | None:
         rows = np.flatnonzero(self.cfg == self.cfg_index[config])
         keys = self.key[rows]
         rows = rows[np.argsort(keys, kind="stable")]

@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -85,13 +86,42 @@ def score_names(catalog: pd.DataFrame) -> tuple[list[str], dict[str, list[str]]]
     return names, multi
 
 
+class ConfigCells(NamedTuple):
+    """`cell_stats` of per-trial rows grouped by config_id (what config_table and
+    config_table_by_tag both start from: compute it once with `config_cells`)."""
+
+    per_trial: pd.DataFrame
+    inv: np.ndarray
+    first: np.ndarray
+    n_groups: int
+    cells: dict[str, np.ndarray]
+
+
+def config_cells(per_trial: pd.DataFrame, scores: pd.DataFrame | None = None) -> ConfigCells:
+    """The per-(config, task) sums of `per_trial` (trial_overall's output)."""
+    catalog = catalog_for(per_trial, scores)
+    inv, first, n_groups = group_index(per_trial, ["config_id"])
+    return ConfigCells(
+        per_trial, inv, first, n_groups, cell_stats(per_trial, inv, n_groups, catalog)
+    )
+
+
 def aggregate_trials(
-    pt: pd.DataFrame, keys: Sequence[str], catalog: pd.DataFrame, k: int | None = None
+    pt: pd.DataFrame,
+    keys: Sequence[str],
+    catalog: pd.DataFrame,
+    k: int | None = None,
+    *,
+    cells: ConfigCells | None = None,
 ) -> pd.DataFrame:
-    """Config-table metrics of per-trial rows grouped by `keys` (e.g. config_id, or tag+config)."""
+    """Config-table metrics of per-trial rows grouped by `keys` (e.g. config_id, or tag+config);
+    `cells`: `config_cells(pt)` already computed (keys must be ["config_id"])."""
     keys = list(keys)
-    inv, first, n_groups = group_index(pt, keys)
-    cells = cell_stats(pt, inv, n_groups, catalog)
+    if cells is not None and cells.per_trial is pt and keys == ["config_id"]:
+        inv, first, n_groups, cells = cells.inv, cells.first, cells.n_groups, cells.cells
+    else:
+        inv, first, n_groups = group_index(pt, keys)
+        cells = cell_stats(pt, inv, n_groups, catalog)
     key_values = {key: pt[key].iloc[first].reset_index(drop=True) for key in keys}
     return finish_cells(pt, cells, cells["group"], n_groups, key_values, keys, catalog, k)
 
@@ -405,12 +435,14 @@ def config_table(
     baseline_table: pd.DataFrame | None = None,
     *,
     per_trial: pd.DataFrame | None = None,
+    cells: ConfigCells | None = None,
 ) -> pd.DataFrame:
-    """One row per config_id of one run (see module doc). `per_trial`: reuse trial_overall()."""
+    """One row per config_id of one run (see module doc). `per_trial`: reuse trial_overall();
+    `cells`: reuse config_cells(per_trial)."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "config_table")
     catalog = catalog_for(pt, scores)
-    out = aggregate_trials(pt, ["config_id"], catalog)
+    out = aggregate_trials(pt, ["config_id"], catalog, cells=cells)
     if baseline_table is not None:
         out = add_baseline_deltas(out, baseline_table)
     return out
