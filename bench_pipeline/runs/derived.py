@@ -171,6 +171,7 @@ def derived_per_trial(
         join_codes,
         read_arrow,
         read_columns,
+        release_memory,
         to_frame,
     )
 
@@ -204,6 +205,7 @@ def derived_per_trial(
     row_of_code[t_codes] = np.arange(len(t_codes), dtype=np.int32)
     rows = row_of_code[s_codes]  # a null id (-1) takes the trailing -1
     del row_of_code, s_codes, t_codes
+    release_memory()
     timings["read trials + the scores' trial ids"] = time.perf_counter() - start
     start = time.perf_counter()
     cells = LatestCells(len(trials), runs[0], len(rows))
@@ -220,6 +222,7 @@ def derived_per_trial(
             break
     n_rows = len(rows)
     del batches, rows
+    release_memory()
     # (a file rewritten between the two reads gives another count: the general route)
     if ok and done == n_rows:
         timings["read scores, latest per (trial, scorer)"] = time.perf_counter() - start
@@ -275,8 +278,11 @@ def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> p
 
 
 def _timed(timings: dict[str, float], label: str, fn: Callable[[], T]) -> T:
+    from bench_pipeline.warehouse.columns import release_memory
+
     start = time.perf_counter()
     out = fn()
+    release_memory()  # this step's temporaries go back before the next one allocates its own
     timings[label] = timings.get(label, 0.0) + time.perf_counter() - start
     return out
 
@@ -288,6 +294,26 @@ def compute_derived(
     baseline_run_id: str | None = None,
     use_pinned_baseline: bool = True,
     chart_dir: Path | None = None,
+) -> Derived:
+    from bench_pipeline.warehouse.columns import system_memory_pool
+
+    with system_memory_pool():
+        return _compute_derived(
+            warehouse,
+            run_id,
+            baseline_run_id=baseline_run_id,
+            use_pinned_baseline=use_pinned_baseline,
+            chart_dir=chart_dir,
+        )
+
+
+def _compute_derived(
+    warehouse: Warehouse,
+    run_id: str,
+    *,
+    baseline_run_id: str | None,
+    use_pinned_baseline: bool,
+    chart_dir: Path | None,
 ) -> Derived:
     import pandas as pd
 

@@ -10,7 +10,10 @@ Arrow-backed strings, lists as Arrow lists. No Python object per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import contextlib
+import ctypes
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +25,56 @@ import pyarrow.dataset as ds
 from bench_pipeline.warehouse.store import CorruptFileError, Warehouse, _readable, table_schema
 
 
+def release_memory() -> None:
+    """Hand freed memory back to the OS: Arrow's pool keeps decode buffers, and glibc's heap
+    keeps the freed pages of the many ~8 MiB arrays a million rows make (its mmap threshold
+    grows to their size after the first ones are freed, so later ones come from the heap and
+    stay there). Without it, each step's temporaries sit on top of the last step's garbage."""
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:  # glibc only; elsewhere the allocator keeps what it keeps
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def system_memory_pool() -> Iterator[None]:
+    """Arrow allocations inside the block from the system allocator (every buffer remembers
+    its pool, so switching back after is safe): mimalloc, Arrow's default, keeps the pages of
+    freed buffers for reuse, and at a million rows those are hundreds of MiB of peak RSS."""
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
 def _pandas_type(arrow_type: pa.DataType) -> object:
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         return pd.ArrowDtype(arrow_type)
     return None
+
+
+# The scanner's default read-ahead (16 batches, 4 files) holds ~150 MiB of decoded batches of a
+# 5M-row table at once and is slower on 2 cores, not faster: one batch (a row group) ahead.
+_LEAN = {"batch_size": 65536, "batch_readahead": 1, "fragment_readahead": 1}
+
+
+def _format(dictionary: Sequence[str]) -> ds.ParquetFileFormat:
+    # pre_buffer off: on, the reader fetches every row group's column chunks of a file up
+    # front and keeps them while it decodes (+100 MiB on a 5M-row file); these are local files
+    return ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)),
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False),
+    )
 
 
 def _fields(
@@ -64,10 +113,10 @@ def read_arrow(
     files = list(files) if files is not None else warehouse.files(table, run_id)
     if not files:
         return pa.schema(fields).empty_table()
-    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=cats))
+    fmt = _format(cats)
     try:
         data = ds.dataset([str(f) for f in files], schema=pa.schema(fields), format=fmt)
-        return data.to_table(columns=columns, filter=where)
+        return data.to_table(columns=columns, filter=where, **_LEAN)
     except Exception as exc:
         bad = [f for f in files if not _readable(f)]
         if bad:
@@ -75,21 +124,34 @@ def read_arrow(
         raise
 
 
-def join_codes(values: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def join_codes(
+    values: pa.ChunkedArray, keys: pa.ChunkedArray
+) -> tuple[np.ndarray, np.ndarray]:
     """One hash pass over `values` (strings, e.g. the trial ids of the trials) and the
     dictionaries of `keys` (a dictionary-encoded column, e.g. the score rows' trial ids):
     (int32 code of every value, int32 code of every key row; -1 for null), equal codes for
     equal strings, and a value's code is the position of the first value equal to it (so
     `values` are unique exactly when their codes are 0, 1, 2, ...)."""
     chunks = [c for c in keys.chunks if len(c)]
-    parts = [values.cast(pa.large_string()).combine_chunks()]
-    parts += [c.dictionary.cast(pa.large_string()) for c in chunks]
-    both = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
-    encoded = pc.dictionary_encode(both)
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    if both.null_count:
-        codes[~both.is_valid().to_numpy(zero_copy_only=False)] = -1
+    kind = values.type
+    parts = [*values.chunks, *(c.dictionary for c in chunks)]
+    if any(p.type != kind for p in parts):  # (string vs large_string: one type to hash)
+        kind = pa.large_string()
+        parts = [p.cast(kind) for p in parts]
+    # a chunked array is encoded against one dictionary shared by all its chunks
+    encoded = pc.dictionary_encode(pa.chunked_array(parts, type=kind))
+    if len({len(c.dictionary) for c in encoded.chunks}) > 1:  # (not one dictionary after all)
+        encoded = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(parts))])
     n = len(values)
+    codes = np.empty(n + sum(len(c.dictionary) for c in chunks), dtype=np.int32)
+    at = 0
+    for part in encoded.chunks:
+        idx = part.indices.to_numpy(zero_copy_only=False)
+        if part.null_count:
+            idx = np.where(part.is_valid().to_numpy(zero_copy_only=False), idx, -1)
+        codes[at : at + len(part)] = idx
+        at += len(part)
+    del encoded
     key_codes = np.full(len(keys), -1, dtype=np.int32)
     start, base = 0, n
     for chunk in chunks:
@@ -100,7 +162,7 @@ def join_codes(values: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarr
         key_codes[start : start + len(chunk)] = part
         start += len(chunk)
         base += len(chunk.dictionary)
-    return codes[:n], key_codes
+    return codes[:n].copy(), key_codes
 
 
 def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
@@ -113,7 +175,7 @@ def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
     del arrow
     # Hand the decode buffers back to the OS now: the allocator would keep them, and at a
     # million trials they are hundreds of MiB the tables computed next cannot reuse.
-    pa.default_memory_pool().release_unused()
+    release_memory()
     for col in cats:
         s = frame[col]
         if not isinstance(s.dtype, pd.CategoricalDtype):
@@ -163,21 +225,39 @@ def iter_batches(
     dictionary: Sequence[str] = (),
     files: Sequence[Path] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """`read_arrow`'s rows as record batches, in the same order (the scanner yields them in
-    file and row order), so a reader can reduce them one at a time instead of holding all."""
+    """`read_arrow`'s rows as record batches (one row group at a time), in the same order and
+    with the same fields (a column a file lacks comes back null), so that a reader can reduce
+    them one at a time instead of holding them all. File by file and on demand: the dataset
+    scanner decodes ahead in the background while a slow consumer works and so, at a million
+    trials, holds most of the table after all."""
+    import pyarrow.parquet as pq
+
     columns, cats, fields = _fields(table, columns, dictionary)
     files = list(files) if files is not None else warehouse.files(table, run_id)
-    if not files:
-        return
-    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=cats))
-    try:
-        data = ds.dataset([str(f) for f in files], schema=pa.schema(fields), format=fmt)
-        yield from data.to_batches(columns=columns)
-    except Exception as exc:
-        bad = [f for f in files if not _readable(f)]
-        if bad:
-            raise CorruptFileError(bad[0], exc) from None
-        raise
+    for path in files:
+        try:
+            handle = pq.ParquetFile(path, read_dictionary=cats, pre_buffer=False)
+            have = set(handle.schema_arrow.names)
+            for batch in handle.iter_batches(
+                batch_size=_LEAN["batch_size"], columns=[c for c in columns if c in have]
+            ):
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        (
+                            batch.column(f.name)
+                            if batch.schema.field(f.name).type == f.type
+                            else batch.column(f.name).cast(f.type)
+                        )
+                        if f.name in have
+                        else pa.nulls(batch.num_rows, f.type)
+                        for f in fields
+                    ],
+                    schema=pa.schema(fields),
+                )
+        except Exception as exc:
+            if not _readable(path):
+                raise CorruptFileError(path, exc) from None
+            raise
 
 
 def dictionary_values(column: pa.ChunkedArray) -> set[object]:
