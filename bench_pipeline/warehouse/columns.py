@@ -124,9 +124,7 @@ def read_arrow(
         raise
 
 
-def join_codes(
-    values: pa.ChunkedArray, keys: pa.ChunkedArray
-) -> tuple[np.ndarray, np.ndarray]:
+def join_codes(values: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """One hash pass over `values` (strings, e.g. the trial ids of the trials) and the
     dictionaries of `keys` (a dictionary-encoded column, e.g. the score rows' trial ids):
     (int32 code of every value, int32 code of every key row; -1 for null), equal codes for
