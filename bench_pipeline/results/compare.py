@@ -343,14 +343,16 @@ def compare_all(
     single_run(pt, "compare_all")
     configs = [str(c) for c in pd.unique(pt["config_id"])]  # (a categorical: on its codes)
     if baseline_config is None:
-        base_rows = (
-            pt.loc[pt["is_baseline"].fillna(False).astype(bool)]
+        # the first is_baseline trial's config (its row only: not a copy of every such row)
+        flags = (
+            pt["is_baseline"].to_numpy(dtype=bool, na_value=False)
             if "is_baseline" in pt
-            else pt.iloc[:0]
+            else np.zeros(len(pt), dtype=bool)
         )
+        first = np.flatnonzero(flags)[:1]
         baseline_config = (
-            str(base_rows["config_id"].astype(object).iloc[0])
-            if len(base_rows)
+            str(pt["config_id"].iloc[int(first[0])])
+            if len(first)
             else (configs[0] if configs else None)
         )
     others = [cfg for cfg in configs if cfg != baseline_config]

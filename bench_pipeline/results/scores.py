@@ -503,8 +503,10 @@ class LatestCells:
         if n_b == 0:
             return True
         run = batch.column("run_id")
-        if run.null_count or any(
-            run.dictionary[int(i)].as_py() != self.run_id for i in np.unique(run.indices)
+        names = run.dictionary.to_pylist()
+        if run.null_count or (
+            names != [self.run_id]
+            and any(names[int(i)] != self.run_id for i in np.unique(run.indices))
         ):
             return False
         scorer = batch.column("scorer")
@@ -512,7 +514,11 @@ class LatestCells:
             return False
         if len(rows) != n_b or (rows < 0).any():
             return False
-        pos = np.arange(self.read, self.read + n_b, dtype=np.int64)
+        # (int32 positions when they fit, as the slots hold them: ufunc.at casting is slow)
+        pos = np.arange(
+            self.read, self.read + n_b, dtype=np.int32 if self.rows_total < 2**31 else np.int64
+        )
+        rows = rows.astype(np.intp, copy=False)
         self.read += n_b
         when = batch.column("scored_at").cast(pa.int64())
         when = pc.fill_null(when, _NO_TIME).to_numpy(zero_copy_only=False)
@@ -558,7 +564,12 @@ class LatestCells:
             w = weight[sw]
             w_codes = np.full(len(w), -1, dtype=np.int8)
             known = ~np.isnan(w)
-            if known.any():
+            if known.all() and len(w) and w.min() == w.max():  # one weight (the usual case)
+                code = slot.weights.setdefault(float(w[0]), len(slot.weights))
+                if len(slot.weights) > _MAX_CODES:
+                    return False
+                w_codes[:] = code
+            elif known.any():
                 uniq, inv = np.unique(w[known], return_inverse=True)
                 table = np.array(
                     [slot.weights.setdefault(float(u), len(slot.weights)) for u in uniq]

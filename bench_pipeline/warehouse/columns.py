@@ -136,20 +136,15 @@ def join_codes(values: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarr
     if any(p.type != kind for p in parts):  # (string vs large_string: one type to hash)
         kind = pa.large_string()
         parts = [p.cast(kind) for p in parts]
-    # a chunked array is encoded against one dictionary shared by all its chunks
-    encoded = pc.dictionary_encode(pa.chunked_array(parts, type=kind))
-    if len({len(c.dictionary) for c in encoded.chunks}) > 1:  # (not one dictionary after all)
-        encoded = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(parts))])
+    # one array (a chunked one is slower to encode): its codes are the first-seen positions
+    both = pa.concat_arrays(parts) if parts else pa.array([], type=kind)
+    del parts
+    encoded = pc.dictionary_encode(both)
     n = len(values)
-    codes = np.empty(n + sum(len(c.dictionary) for c in chunks), dtype=np.int32)
-    at = 0
-    for part in encoded.chunks:
-        idx = part.indices.to_numpy(zero_copy_only=False)
-        if part.null_count:
-            idx = np.where(part.is_valid().to_numpy(zero_copy_only=False), idx, -1)
-        codes[at : at + len(part)] = idx
-        at += len(part)
-    del encoded
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    if both.null_count:
+        codes[~both.is_valid().to_numpy(zero_copy_only=False)] = -1
+    del both, encoded
     key_codes = np.full(len(keys), -1, dtype=np.int32)
     start, base = 0, n
     for chunk in chunks:
