@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,6 +24,7 @@ from bench_pipeline.warehouse.store import Warehouse
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
     from bench_pipeline.results import verdicts
 
@@ -166,6 +167,7 @@ def derived_per_trial(
 
     from bench_pipeline.results.scores import LatestCells
     from bench_pipeline.warehouse.columns import (
+        FEW_FILES,
         dictionary_values,
         iter_batches,
         join_codes,
@@ -189,9 +191,29 @@ def derived_per_trial(
         return _general_per_trial(warehouse, run_id, trials, files, timings)
     # The trial ids of the trials and those of the score rows, coded in one hash pass: the
     # latest trials and the trial row of every score row come from integer codes.
-    s_ids = read_arrow(
-        warehouse, "scores", run_id, ["trial_id"], dictionary=["trial_id"], files=files
-    ).column(0)
+    columns = [c for c in SCORE_READ if c != "trial_id"]
+    if len(files) > FEW_FILES:
+        # Many small files (a run as written: one per partition and rescore): opening each
+        # costs more than holding the rows, so read them once and reduce the table in slices.
+        s_table = read_arrow(
+            warehouse,
+            "scores",
+            run_id,
+            SCORE_READ,
+            dictionary=(*SCORE_CATEGORICAL, "trial_id"),
+            files=files,
+        )
+        s_ids = s_table.column("trial_id")
+        s_table = s_table.select(columns)
+        batches: Iterator[pa.RecordBatch] = _slices(s_table)
+    else:  # a few big files: the ids first, then the rest batch by batch
+        s_ids = read_arrow(
+            warehouse, "scores", run_id, ["trial_id"], dictionary=["trial_id"], files=files
+        ).column(0)
+        batches = iter_batches(
+            warehouse, "scores", run_id, columns, dictionary=SCORE_CATEGORICAL, files=files
+        )
+    s_table = None
     t_codes, s_codes = join_codes(t_arrow.column("trial_id"), s_ids)
     del s_ids
     trials = to_frame(t_arrow)
@@ -211,17 +233,13 @@ def derived_per_trial(
     cells = LatestCells(len(trials), runs[0], len(rows))
     done = 0
     ok = not (rows < 0).any()
-    columns = [c for c in SCORE_READ if c != "trial_id"]
-    batches = iter_batches(
-        warehouse, "scores", run_id, columns, dictionary=SCORE_CATEGORICAL, files=files
-    )
     for batch in batches if ok else ():
         ok = cells.add(batch, rows[done : done + batch.num_rows])
         done += batch.num_rows
         if not ok:
             break
     n_rows = len(rows)
-    del batches, rows
+    del batches, rows, s_table
     release_memory()
     # (a file rewritten between the two reads gives another count: the general route)
     if ok and done == n_rows:
@@ -233,6 +251,13 @@ def derived_per_trial(
         return trials, empty, per_trial
     del cells
     return _general_per_trial(warehouse, run_id, trials, files, timings)
+
+
+def _slices(table: pa.Table, size: int = 65536) -> Iterator[pa.RecordBatch]:
+    """`table` in record batches of `size` rows (small chunks, e.g. one per file, joined: the
+    reducer's cost is per batch), dictionaries unified within each."""
+    for start in range(0, len(table), size):
+        yield from table.slice(start, size).combine_chunks().to_batches()
 
 
 def _general_per_trial(

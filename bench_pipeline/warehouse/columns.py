@@ -63,17 +63,20 @@ def _pandas_type(arrow_type: pa.DataType) -> object:
     return None
 
 
-# The scanner's default read-ahead (16 batches, 4 files) holds ~150 MiB of decoded batches of a
-# 5M-row table at once and is slower on 2 cores, not faster: one batch (a row group) ahead.
+# Few big files (a compacted run): the scanner's default read-ahead (16 batches, 4 files) holds
+# ~150 MiB of decoded batches of a 5M-row table at once and is slower on 2 cores, not faster:
+# one batch (a row group) ahead. Many small files (a run as written, one per partition): the
+# read-ahead is what overlaps opening one file with decoding the last, keep it.
+FEW_FILES = 16
 _LEAN = {"batch_size": 65536, "batch_readahead": 1, "fragment_readahead": 1}
 
 
-def _format(dictionary: Sequence[str]) -> ds.ParquetFileFormat:
-    # pre_buffer off: on, the reader fetches every row group's column chunks of a file up
-    # front and keeps them while it decodes (+100 MiB on a 5M-row file); these are local files
+def _format(dictionary: Sequence[str], few: bool) -> ds.ParquetFileFormat:
+    # pre_buffer off for big files: on, the reader fetches every row group's column chunks of a
+    # file up front and keeps them while it decodes (+100 MiB on a 5M-row file)
     return ds.ParquetFileFormat(
         read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)),
-        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False),
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=not few),
     )
 
 
@@ -113,10 +116,12 @@ def read_arrow(
     files = list(files) if files is not None else warehouse.files(table, run_id)
     if not files:
         return pa.schema(fields).empty_table()
-    fmt = _format(cats)
+    few = len(files) <= FEW_FILES
     try:
-        data = ds.dataset([str(f) for f in files], schema=pa.schema(fields), format=fmt)
-        return data.to_table(columns=columns, filter=where, **_LEAN)
+        data = ds.dataset(
+            [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, few)
+        )
+        return data.to_table(columns=columns, filter=where, **(_LEAN if few else {}))
     except Exception as exc:
         bad = [f for f in files if not _readable(f)]
         if bad:
@@ -218,15 +223,28 @@ def iter_batches(
     dictionary: Sequence[str] = (),
     files: Sequence[Path] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """`read_arrow`'s rows as record batches (one row group at a time), in the same order and
-    with the same fields (a column a file lacks comes back null), so that a reader can reduce
-    them one at a time instead of holding them all. File by file and on demand: the dataset
-    scanner decodes ahead in the background while a slow consumer works and so, at a million
-    trials, holds most of the table after all."""
+    """`read_arrow`'s rows as record batches, in the same order and with the same fields (a
+    column a file lacks comes back null), so that a reader can reduce them one at a time
+    instead of holding them all. A few big files are read file by file, a row group at a time,
+    on demand: the dataset scanner decodes ahead in the background while a slow consumer works
+    and so, at a million trials in one file, holds most of the table after all. Many small
+    files go through the scanner, whose read-ahead is then a few small files."""
     import pyarrow.parquet as pq
 
     columns, cats, fields = _fields(table, columns, dictionary)
     files = list(files) if files is not None else warehouse.files(table, run_id)
+    if len(files) > FEW_FILES:
+        try:
+            data = ds.dataset(
+                [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, False)
+            )
+            yield from data.to_batches(columns=columns)
+        except Exception as exc:
+            bad = [f for f in files if not _readable(f)]
+            if bad:
+                raise CorruptFileError(bad[0], exc) from None
+            raise
+        return
     for path in files:
         try:
             handle = pq.ParquetFile(path, read_dictionary=cats, pre_buffer=False)
