@@ -229,7 +229,6 @@ def iter_batches(
     on demand: the dataset scanner decodes ahead in the background while a slow consumer works
     and so, at a million trials in one file, holds most of the table after all. Many small
     files go through the scanner, whose read-ahead is then a few small files."""
-    import pyarrow.parquet as pq
 
     columns, cats, fields = _fields(table, columns, dictionary)
     files = list(files) if files is not None else warehouse.files(table, run_id)
@@ -245,6 +244,59 @@ def iter_batches(
                 raise CorruptFileError(bad[0], exc) from None
             raise
         return
+    yield from _ahead(_file_batches(files, columns, cats, fields))
+
+
+def _ahead(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
+    """`batches`, decoded by a thread up to `depth` batches ahead of the consumer: Arrow
+    decodes without the GIL while the consumer's numpy runs, and the bound keeps memory at a
+    few batches (an error in the thread is raised here, in order)."""
+    import queue
+    import threading
+
+    box: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                box.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the consumer has gone
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                if not offer(batch):
+                    return
+            offer(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            offer(exc)
+
+    worker = threading.Thread(target=produce, name="parquet-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = box.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()  # the consumer stopped early (a fall back): let the thread end
+        worker.join()
+
+
+def _file_batches(
+    files: list[Path], columns: list[str], cats: list[str], fields: list[pa.Field]
+) -> Iterator[pa.RecordBatch]:
+    """iter_batches' few-files reading: file by file, a row group at a time, on demand."""
+    import pyarrow.parquet as pq
+
     for path in files:
         try:
             handle = pq.ParquetFile(path, read_dictionary=cats, pre_buffer=False)
