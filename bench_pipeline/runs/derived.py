@@ -163,18 +163,20 @@ def derived_per_trial(
     (`R.LatestCells`): the run's score rows are never all in memory and `scores` comes back
     empty. A score row that names no trial of the run, or no scorer, or another run, takes the
     general route: every needed column read at once, then `R.latest_trial_overall`."""
-    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     from bench_pipeline.results.scores import LatestCells
     from bench_pipeline.warehouse.columns import (
         FEW_FILES,
         dictionary_values,
         iter_batches,
-        join_codes,
+        key_rows,
         read_arrow,
         read_columns,
         release_memory,
         to_frame,
+        value_codes,
     )
 
     timings = {} if timings is None else timings
@@ -189,8 +191,17 @@ def derived_per_trial(
         del t_arrow
         timings["read trials"] = time.perf_counter() - start
         return _general_per_trial(warehouse, run_id, trials, files, timings)
-    # The trial ids of the trials and those of the score rows, coded in one hash pass: the
-    # latest trials and the trial row of every score row come from integer codes.
+    # The trials as a frame first (their ids stay in Arrow): the score ids are read and looked
+    # up next, and the Arrow table would double the trials' memory meanwhile.
+    t_ids = t_arrow.column("trial_id")
+    trials = to_frame(t_arrow)
+    del t_arrow
+    if pc.count_distinct(t_ids, mode="all").as_py() != len(t_ids):
+        # resumed trials (several attempts of one): the latest attempt of each, on int codes
+        keep = R.latest_trial_positions(trials, value_codes(t_ids))
+        if keep is not None:
+            trials = trials.iloc[keep]
+            t_ids = t_ids.take(pa.array(keep))
     columns = [c for c in SCORE_READ if c != "trial_id"]
     if len(files) > FEW_FILES:
         # Many small files (a run as written: one per partition and rescore): opening each
@@ -214,19 +225,8 @@ def derived_per_trial(
             warehouse, "scores", run_id, columns, dictionary=SCORE_CATEGORICAL, files=files
         )
     s_table = None
-    t_codes, s_codes = join_codes(t_arrow.column("trial_id"), s_ids)
-    del s_ids
-    trials = to_frame(t_arrow)
-    del t_arrow
-    keep = R.latest_trial_positions(trials, t_codes)
-    if keep is not None:  # resumed trials: the latest attempt of each
-        trials = trials.iloc[keep]
-        t_codes = t_codes[keep]
-    top = max(int(t_codes.max(initial=-1)), int(s_codes.max(initial=-1)))
-    row_of_code = np.full(top + 2, -1, dtype=np.int32)
-    row_of_code[t_codes] = np.arange(len(t_codes), dtype=np.int32)
-    rows = row_of_code[s_codes]  # a null id (-1) takes the trailing -1
-    del row_of_code, s_codes, t_codes
+    rows = key_rows(s_ids, t_ids)  # the trial row of every score row
+    del s_ids, t_ids
     release_memory()
     timings["read trials + the scores' trial ids"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -129,38 +129,42 @@ def read_arrow(
         raise
 
 
-def join_codes(values: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """One hash pass over `values` (strings, e.g. the trial ids of the trials) and the
-    dictionaries of `keys` (a dictionary-encoded column, e.g. the score rows' trial ids):
-    (int32 code of every value, int32 code of every key row; -1 for null), equal codes for
-    equal strings, and a value's code is the position of the first value equal to it (so
-    `values` are unique exactly when their codes are 0, 1, 2, ...)."""
+def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> np.ndarray:
+    """int32 position in `values` (strings; the first equal one) of every row of `keys`, a
+    dictionary-encoded column (e.g. the score rows' trial ids against the trials'); -1 when
+    absent or null. Only the chunks' dictionaries are looked up, each distinct key once per
+    chunk, then their indices mapped: no string per row is ever made."""
+    out = np.full(len(keys), -1, dtype=np.int32)
     chunks = [c for c in keys.chunks if len(c)]
+    if not chunks or len(values) == 0:
+        return out
     kind = values.type
-    parts = [*values.chunks, *(c.dictionary for c in chunks)]
-    if any(p.type != kind for p in parts):  # (string vs large_string: one type to hash)
+    dicts = [c.dictionary for c in chunks]
+    if any(d.type != kind for d in dicts):  # (string vs large_string: one type to compare)
         kind = pa.large_string()
-        parts = [p.cast(kind) for p in parts]
-    # one array (a chunked one is slower to encode): its codes are the first-seen positions
-    both = pa.concat_arrays(parts) if parts else pa.array([], type=kind)
-    del parts
-    encoded = pc.dictionary_encode(both)
-    n = len(values)
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    if both.null_count:
-        codes[~both.is_valid().to_numpy(zero_copy_only=False)] = -1
-    del both, encoded
-    key_codes = np.full(len(keys), -1, dtype=np.int32)
-    start, base = 0, n
+        dicts = [d.cast(kind) for d in dicts]
+        values = values.cast(kind)
+    found = pc.index_in(pa.concat_arrays(dicts), value_set=values.combine_chunks())
+    found = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    start, base = 0, 0
     for chunk in chunks:
         idx = chunk.indices.to_numpy(zero_copy_only=False)  # nulls come back as 0 ...
-        part = codes[base + idx] if len(chunk.dictionary) else np.full(len(chunk), -1, np.int32)
+        part = found[base + idx] if len(chunk.dictionary) else np.full(len(chunk), -1, np.int32)
         if chunk.null_count:  # ... so mask them
             part = np.where(chunk.is_valid().to_numpy(zero_copy_only=False), part, -1)
-        key_codes[start : start + len(chunk)] = part
+        out[start : start + len(chunk)] = part
         start += len(chunk)
         base += len(chunk.dictionary)
-    return codes[:n].copy(), key_codes
+    return out
+
+
+def value_codes(values: pa.ChunkedArray) -> np.ndarray:
+    """int32 code of every string of `values`, equal for equal strings (-1: null)."""
+    encoded = pc.dictionary_encode(values.combine_chunks())
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    if encoded.null_count:
+        codes[~encoded.is_valid().to_numpy(zero_copy_only=False)] = -1
+    return codes
 
 
 def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
