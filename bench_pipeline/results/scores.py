@@ -510,7 +510,7 @@ class LatestCells:
         ):
             return False
         scorer = batch.column("scorer")
-        if scorer.null_count:
+        if scorer.null_count or None in scorer.dictionary.to_pylist():
             return False
         if len(rows) != n_b or (rows < 0).any():
             return False
@@ -533,14 +533,17 @@ class LatestCells:
         weight = _floats(batch.column("weight"))
         g_col = batch.column("scorer_group")
         g_map = np.array(
-            [self.groups.setdefault(g, len(self.groups)) for g in g_col.dictionary.to_pylist()]
+            [
+                -1 if g is None else self.groups.setdefault(g, len(self.groups))
+                for g in g_col.dictionary.to_pylist()
+            ]
             + [-1],
             dtype=np.int64,
         )
         if len(self.groups) > _MAX_CODES:
             return False
         group = g_map[_codes(g_col)]
-        sc_codes = scorer.indices.to_numpy(zero_copy_only=False)
+        sc_codes = scorer.indices.to_numpy(zero_copy_only=False)  # (no nulls: checked above)
         names = scorer.dictionary.to_pylist()
         for code in np.flatnonzero(np.bincount(sc_codes, minlength=len(names))):
             slot = self.slots.get(names[code])
@@ -621,7 +624,9 @@ def _newest(slot: _Slot, mask: np.ndarray) -> int:
 
 def _codes(column: pa.DictionaryArray) -> np.ndarray:
     """Dictionary indices with -1 for null."""
-    idx = column.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = column.indices
+    idx = (pc.fill_null(idx, 0) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+    idx = idx.astype(np.int64)
     if column.null_count:
         idx[~column.is_valid().to_numpy(zero_copy_only=False)] = -1
     return idx

@@ -148,7 +148,7 @@ def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> np.ndarray:
     found = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32)
     start, base = 0, 0
     for chunk in chunks:
-        idx = chunk.indices.to_numpy(zero_copy_only=False)  # nulls come back as 0 ...
+        idx = _indices(chunk)  # nulls come back as 0 ...
         part = found[base + idx] if len(chunk.dictionary) else np.full(len(chunk), -1, np.int32)
         if chunk.null_count:  # ... so mask them
             part = np.where(chunk.is_valid().to_numpy(zero_copy_only=False), part, -1)
@@ -158,10 +158,17 @@ def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def _indices(array: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary indices as integers, 0 where null (numpy has no null integer: Arrow
+    would make them floats)."""
+    idx = array.indices
+    return (pc.fill_null(idx, 0) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+
+
 def value_codes(values: pa.ChunkedArray) -> np.ndarray:
     """int32 code of every string of `values`, equal for equal strings (-1: null)."""
     encoded = pc.dictionary_encode(values.combine_chunks())
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    codes = _indices(encoded).astype(np.int32)
     if encoded.null_count:
         codes[~encoded.is_valid().to_numpy(zero_copy_only=False)] = -1
     return codes
