@@ -200,6 +200,37 @@ def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> N
     assert "paired comparison" in out and "config table by tag" in out
 
 
+def test_perf_script_measures_a_kept_warehouse_against_another_checkout(tmp_path: Path) -> None:
+    """--keep, then --warehouse (no generating) with --against (here this very checkout) and
+    --rounds: both trees timed on the same files, interleaved, with the medians' ratios."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    script = str(ROOT / "perf" / "analysis.py")
+    small = ["--tasks", "3", "--configs", "2", "--reps", "2"]
+    kept = tmp_path / "wh"
+    subprocess.run(
+        [sys.executable, script, *small, "--keep", str(kept)],
+        env=env,
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    out = subprocess.run(
+        [sys.executable, script, "--warehouse", str(kept), "--against", str(ROOT), "--rounds", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "generated" not in out  # the kept warehouse, not a new one
+    assert out.count("round 1 ") == 2 and out.count("round 2 ") == 2
+    assert "medians over 2 rounds" in out and "ratio" in out
+
+
 def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:
     from bench_pipeline.warehouse.store import CorruptFileError
 

@@ -10,6 +10,13 @@ step, the total and the child's peak RSS (VmHWM).
 
     .venv/bin/python perf/analysis.py [--tasks 50 --configs 8 --reps 2500]
         [--layout run|partition|trial] [--keep DIR] [--also-a5575a0]
+    .venv/bin/python perf/analysis.py --warehouse DIR [--against OTHER_CHECKOUT --rounds N]
+
+`--warehouse DIR` measures a warehouse an earlier `--keep DIR` wrote (no generating);
+`--against DIR` times another checkout's compute_derived on the same files (e.g. the commit
+before: `git archive <commit> | tar -x -C DIR`), alternating with this tree's over `--rounds`
+fresh processes, and prints the median wall, CPU and peak RSS of each and their ratios (the
+machine's load moves wall time; same-round ratios and CPU time move less).
 
 `--layout`: how the rows are split into files. `partition` is what a run writes for scores (one
 file per partition and (re)score: `<config>/rep<N>/<rescore_id>.parquet`) with the trials of a
