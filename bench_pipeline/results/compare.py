@@ -375,16 +375,22 @@ class _FastPairs:
     def __init__(self, pt: pd.DataFrame) -> None:
         self.pt = pt
         self._sorted: dict[str, np.ndarray | None] = {}
-        self.cfg, cfg_u = str_codes(pt["config_id"])
+        # int32 codes (not int64): a million trials' arrays are a good part of the peak RSS
+        cfg, cfg_u = str_codes(pt["config_id"])
+        self.cfg = cfg.astype(np.int32)
         self.cfg_index = {str(c): i for i, c in enumerate(cfg_u)}
-        self.task, task_u = str_codes(pt["task_id"])
+        task, task_u = str_codes(pt["task_id"])
+        self.task = task.astype(np.int32)
         self.n_tasks = len(task_u)
+        del cfg, task
         rep_codes, rep_u = pd.factorize(pt["repetition"], use_na_sentinel=True)
+        wide = (len(task_u) + 1) * (len(rep_u) + 1) >= 2**31
         self.key = np.where(
             (self.task >= 0) & (rep_codes >= 0),
-            self.task * (len(rep_u) + 1) + rep_codes,
+            self.task.astype(np.int64 if wide else np.int32) * (len(rep_u) + 1) + rep_codes,
             -1,
-        )
+        ).astype(np.int64 if wide else np.int32)
+        del rep_codes
         out_codes, out_u = str_codes(pt["outcome"])
         infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
         succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
