@@ -1,7 +1,8 @@
 """The column readers of the derived route (bench_pipeline/warehouse/columns.py) on real Parquet
 files in a real warehouse: the batch reader gives read_arrow's rows in the same order, fills a
 column an older file lacks with nulls, stops cleanly when its consumer stops, names a truncated
-file; key_rows maps dictionary-encoded ids to rows with nulls and unknown ids as -1."""
+file; key_rows maps dictionary-encoded ids to rows (the first of a repeated id), and null and
+unknown ids to -1."""
 
 from __future__ import annotations
 
@@ -96,6 +97,12 @@ def test_key_rows_maps_each_chunks_dictionary() -> None:
     # the trials' ids as large strings: compared as one type
     large = pa.large_string()
     values = pa.chunked_array([pa.array(["a", "b"], type=large), pa.array(["c"], type=large)])
-    assert key_rows(keys, values).tolist() == [1, -1, 0, -1, 1, 2, 0]
-    assert key_rows(keys, pa.chunked_array([], type=pa.string())).tolist() == [-1] * 7
-    assert key_rows(pa.chunked_array([], type=keys.type), values).dtype == np.int32
+    first, rows = key_rows(keys, values)
+    assert first.tolist() == [0, 1, 2]  # unique values: their own positions
+    assert rows.tolist() == [1, -1, 0, -1, 1, 2, 0]
+    # a repeated value (a resumed trial): its first position, for it and for the keys
+    first, rows = key_rows(keys, pa.chunked_array([pa.array(["a", "b", "a", "c"])]))
+    assert first.tolist() == [0, 1, 0, 3] and rows.tolist() == [1, -1, 0, -1, 1, 3, 0]
+    empty = pa.chunked_array([], type=pa.string())
+    assert key_rows(keys, empty)[1].tolist() == [-1] * 7
+    assert key_rows(pa.chunked_array([], type=keys.type), values)[1].dtype == np.int32

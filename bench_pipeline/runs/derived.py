@@ -163,8 +163,7 @@ def derived_per_trial(
     (`R.LatestCells`): the run's score rows are never all in memory and `scores` comes back
     empty. A score row that names no trial of the run, or no scorer, or another run, takes the
     general route: every needed column read at once, then `R.latest_trial_overall`."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import numpy as np
 
     from bench_pipeline.results.scores import LatestCells
     from bench_pipeline.warehouse.columns import (
@@ -176,7 +175,6 @@ def derived_per_trial(
         read_columns,
         release_memory,
         to_frame,
-        value_codes,
     )
 
     timings = {} if timings is None else timings
@@ -196,12 +194,6 @@ def derived_per_trial(
     t_ids = t_arrow.column("trial_id")
     trials = to_frame(t_arrow)
     del t_arrow
-    if pc.count_distinct(t_ids, mode="all").as_py() != len(t_ids):
-        # resumed trials (several attempts of one): the latest attempt of each, on int codes
-        keep = R.latest_trial_positions(trials, value_codes(t_ids))
-        if keep is not None:
-            trials = trials.iloc[keep]
-            t_ids = t_ids.take(pa.array(keep))
     columns = [c for c in SCORE_READ if c != "trial_id"]
     if len(files) > FEW_FILES:
         # Many small files (a run as written: one per partition and rescore): opening each
@@ -225,8 +217,19 @@ def derived_per_trial(
             warehouse, "scores", run_id, columns, dictionary=SCORE_CATEGORICAL, files=files
         )
     s_table = None
-    rows = key_rows(s_ids, t_ids)  # the trial row of every score row
+    # every trial id's first trial row, and every score row's (one hash table of the trial ids)
+    first, rows = key_rows(s_ids, t_ids)
     del s_ids, t_ids
+    if not np.array_equal(first, np.arange(len(first), dtype=np.int32)):
+        # resumed trials (several attempts of one): the latest attempt of each, keyed by the
+        # first row of its id; a score row follows its id's first row to the latest one
+        keep = R.latest_trial_positions(trials, first)
+        if keep is not None:
+            trials = trials.iloc[keep]
+            latest = np.full(len(first) + 1, -1, dtype=np.int32)
+            latest[first[keep]] = np.arange(len(keep), dtype=np.int32)
+            rows = latest[rows]  # -1 (no trial) takes the trailing -1
+    del first
     release_memory()
     timings["read trials + the scores' trial ids"] = time.perf_counter() - start
     start = time.perf_counter()

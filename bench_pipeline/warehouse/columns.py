@@ -129,24 +129,30 @@ def read_arrow(
         raise
 
 
-def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> np.ndarray:
-    """int32 position in `values` (strings; the first equal one) of every row of `keys`, a
-    dictionary-encoded column (e.g. the score rows' trial ids against the trials'); -1 when
-    absent or null. Only the chunks' dictionaries are looked up, each distinct key once per
-    chunk, then their indices mapped: no string per row is ever made."""
+def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """One lookup of `values` (strings, e.g. the trials' ids) and of the dictionaries of `keys`
+    (a dictionary-encoded column, e.g. the score rows' trial ids) among `values`: (for every
+    value the position of the first value equal to it, so `values` are unique exactly when it
+    is 0, 1, 2, ...; for every row of `keys` the position of the first equal value, -1 when
+    none or null), both int32. Only the chunks' dictionaries are looked up, each distinct key
+    once per chunk, then their indices mapped: no string per key row is ever made."""
     out = np.full(len(keys), -1, dtype=np.int32)
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32), out
     chunks = [c for c in keys.chunks if len(c)]
-    if not chunks or len(values) == 0:
-        return out
     kind = values.type
-    dicts = [c.dictionary for c in chunks]
-    if any(d.type != kind for d in dicts):  # (string vs large_string: one type to compare)
+    parts = [*values.chunks, *(c.dictionary for c in chunks)]
+    if any(p.type != kind for p in parts):  # (string vs large_string: one type to compare)
         kind = pa.large_string()
-        dicts = [d.cast(kind) for d in dicts]
+        parts = [p.cast(kind) for p in parts]
         values = values.cast(kind)
-    found = pc.index_in(pa.concat_arrays(dicts), value_set=values.combine_chunks())
+    # one hash table of the values, probed by the values themselves and the dictionaries
+    found = pc.index_in(pa.concat_arrays(parts), value_set=values.combine_chunks())
+    del parts
     found = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-    start, base = 0, 0
+    first = found[:n].copy()
+    start, base = 0, n
     for chunk in chunks:
         idx = _indices(chunk)  # nulls come back as 0 ...
         part = found[base + idx] if len(chunk.dictionary) else np.full(len(chunk), -1, np.int32)
@@ -155,7 +161,7 @@ def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> np.ndarray:
         out[start : start + len(chunk)] = part
         start += len(chunk)
         base += len(chunk.dictionary)
-    return out
+    return first, out
 
 
 def _indices(array: pa.DictionaryArray) -> np.ndarray:
@@ -163,15 +169,6 @@ def _indices(array: pa.DictionaryArray) -> np.ndarray:
     would make them floats)."""
     idx = array.indices
     return (pc.fill_null(idx, 0) if idx.null_count else idx).to_numpy(zero_copy_only=False)
-
-
-def value_codes(values: pa.ChunkedArray) -> np.ndarray:
-    """int32 code of every string of `values`, equal for equal strings (-1: null)."""
-    encoded = pc.dictionary_encode(values.combine_chunks())
-    codes = _indices(encoded).astype(np.int32)
-    if encoded.null_count:
-        codes[~encoded.is_valid().to_numpy(zero_copy_only=False)] = -1
-    return codes
 
 
 def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
