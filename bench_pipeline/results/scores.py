@@ -592,8 +592,9 @@ class LatestCells:
         group_names = list(self.groups)
         records = []
         for name, slot in self.slots.items():
-            g = _newest(slot, slot.group >= 0)
-            w = _newest(slot, slot.weight >= 0)
+            top = _newest(slot, None)  # usually has both a group and a weight: no mask needed
+            g = top if top >= 0 and slot.group[top] >= 0 else _newest(slot, slot.group >= 0)
+            w = top if top >= 0 and slot.weight[top] >= 0 else _newest(slot, slot.weight >= 0)
             weights = list(slot.weights)
             records.append(
                 {
@@ -612,13 +613,19 @@ class LatestCells:
         return slot.value, slot.status, slot.cost
 
 
-def _newest(slot: _Slot, mask: np.ndarray) -> int:
-    """The trial whose winner is newest among `mask` (ties: read last); -1 when none."""
-    rows = np.flatnonzero(mask)
-    if len(rows) == 0:
-        return -1
-    t = slot.time[rows]
-    rows = rows[t == t.max()]
+def _newest(slot: _Slot, mask: np.ndarray | None) -> int:
+    """The trial whose winner is newest among `mask` (None: among all trials with a winner;
+    ties: read last); -1 when none."""
+    if mask is None:
+        if len(slot.time) == 0 or slot.pos.max() < 0:
+            return -1
+        rows = np.flatnonzero(slot.time == slot.time.max())
+    else:
+        rows = np.flatnonzero(mask)
+        if len(rows) == 0:
+            return -1
+        t = slot.time[rows]
+        rows = rows[t == t.max()]
     return int(rows[np.argmax(slot.pos[rows])])
 
 

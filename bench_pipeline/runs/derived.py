@@ -440,7 +440,7 @@ def _compute_derived(
         "config_table": table,
         "task_grid": grid,
         "recommendations": _timed(
-            timings, "recommendations", lambda: R.recommendations_frame(table)
+            timings, "recommendations", lambda: R.recommendations_frame(table, recommended=recs)
         ),
         "pareto_frontier": frontier,
         "config_table_by_tag": by_tag,
