@@ -551,10 +551,17 @@ class LatestCells:
                 slot = self.slots[names[code]] = _Slot(self.n, self.rows_total)
             sel = np.flatnonzero(sc_codes == code) if len(names) > 1 else np.arange(n_b)
             r, t, p = rows[sel], when[sel], pos[sel]
-            np.maximum.at(slot.time, r, t)  # newest time per trial, old winner included
-            cand = np.flatnonzero(t == slot.time[r])
-            np.maximum.at(slot.pos, r[cand], p[cand])  # ties: the row read last
-            win = cand[slot.pos[r[cand]] == p[cand]]
+            if len(r) < 2 or bool((r[1:] > r[:-1]).all()):
+                # each trial at most once in this batch (the usual order): a row wins when it
+                # is not older than the winner so far (ties: it was read later)
+                win = np.flatnonzero(t >= slot.time[r])
+                slot.time[r[win]] = t[win]
+                slot.pos[r[win]] = p[win]
+            else:
+                np.maximum.at(slot.time, r, t)  # newest time per trial, old winner included
+                cand = np.flatnonzero(t == slot.time[r])
+                np.maximum.at(slot.pos, r[cand], p[cand])  # ties: the row read last
+                win = cand[slot.pos[r[cand]] == p[cand]]
             rw, sw = r[win], sel[win]
             slot.value[rw] = value[sw]
             slot.status[rw] = status[sw]
