@@ -250,6 +250,8 @@ def derived_per_trial(
         start = time.perf_counter()
         empty = read_columns(warehouse, "scores", run_id, SCORE_READ, files=[])
         per_trial = R.trial_overall(trials, empty, _latest=True, _cells=cells)
+        del cells
+        release_memory()  # the pass's temporaries, before the tables make their own
         timings["per-trial results"] = time.perf_counter() - start
         return trials, empty, per_trial
     del cells
@@ -399,9 +401,6 @@ def _compute_derived(
         lambda: R.config_table(trials, scores, baseline_table, per_trial=per_trial, cells=cells),
     )
     table = _annotate_controls(_annotate_judge(table, run, scorers, judge), run)
-    grid = _timed(
-        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
-    )
     recs = _timed(timings, "recommendations", lambda: R.recommend(table))
     frontier = _timed(timings, "pareto frontier", lambda: R.pareto_frontier(table))
     by_tag = _timed(
@@ -415,6 +414,11 @@ def _compute_derived(
         timings,
         "paired comparison",
         lambda: R.compare_all(trials, scores, per_trial=per_trial),
+    )
+    # the grid last of the million-row steps: it keeps a Python string per trial (its trial_ids
+    # lists), and the other steps' temporaries then sit on less
+    grid = _timed(
+        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
     )
     if baseline_table is not None and base_id:
         regressions = _timed(

@@ -130,11 +130,11 @@ def read_arrow(
 
 
 def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """One lookup of `values` (strings, e.g. the trials' ids) and of the dictionaries of `keys`
-    (a dictionary-encoded column, e.g. the score rows' trial ids) among `values`: (for every
-    value the position of the first value equal to it, so `values` are unique exactly when it
-    is 0, 1, 2, ...; for every row of `keys` the position of the first equal value, -1 when
-    none or null), both int32. Only the chunks' dictionaries are looked up, each distinct key
+    """`values` (strings, e.g. the trials' ids) and the dictionaries of `keys` (a
+    dictionary-encoded column, e.g. the score rows' trial ids) looked up among `values`: (for
+    every value the position of the first value equal to it, so `values` are unique exactly
+    when it is 0, 1, 2, ...; for every row of `keys` the position of the first equal value, -1
+    when none or null), both int32. Only the chunks' dictionaries are looked up, each distinct key
     once per chunk, then their indices mapped: no string per key row is ever made."""
     out = np.full(len(keys), -1, dtype=np.int32)
     n = len(values)
@@ -142,17 +142,24 @@ def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> tuple[np.ndarray
         return np.zeros(0, dtype=np.int32), out
     chunks = [c for c in keys.chunks if len(c)]
     kind = values.type
-    parts = [*values.chunks, *(c.dictionary for c in chunks)]
-    if any(p.type != kind for p in parts):  # (string vs large_string: one type to compare)
+    dicts = [c.dictionary for c in chunks]
+    if any(d.type != kind for d in dicts):  # (string vs large_string: one type to compare)
         kind = pa.large_string()
-        parts = [p.cast(kind) for p in parts]
+        dicts = [d.cast(kind) for d in dicts]
         values = values.cast(kind)
-    # one hash table of the values, probed by the values themselves and the dictionaries
-    found = pc.index_in(pa.concat_arrays(parts), value_set=values.combine_chunks())
-    del parts
-    found = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-    first = found[:n].copy()
-    start, base = 0, n
+    value_set = values.combine_chunks()
+    # Unique values (the usual case) are their own first positions; only repeated ones (resumed
+    # trials) are looked up among themselves. One hash table at a time: at a million ids each
+    # is ~50 MiB, and the peak RSS of the route is made of such temporaries.
+    if len(pc.unique(value_set)) == n:
+        first = np.arange(n, dtype=np.int32)
+    else:
+        first = _positions(pc.index_in(value_set, value_set=value_set))
+    if not dicts:
+        return first, out
+    found = _positions(pc.index_in(pa.concat_arrays(dicts), value_set=value_set))
+    del dicts, value_set
+    start, base = 0, 0
     for chunk in chunks:
         idx = _indices(chunk)  # nulls come back as 0 ...
         part = found[base + idx] if len(chunk.dictionary) else np.full(len(chunk), -1, np.int32)
@@ -162,6 +169,10 @@ def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> tuple[np.ndarray
         start += len(chunk)
         base += len(chunk.dictionary)
     return first, out
+
+
+def _positions(found: pa.Array) -> np.ndarray:
+    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
 
 
 def _indices(array: pa.DictionaryArray) -> np.ndarray:
