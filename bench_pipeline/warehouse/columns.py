@@ -187,12 +187,13 @@ def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
     with sorted categories (as `astype("category")` sorts them; `unsorted` ones in the order
     met), lists as Arrow lists, other strings Arrow-backed. Frees the Arrow buffers."""
     cats = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type)]
+    big = arrow.nbytes > 2**26
     # split_blocks + self_destruct: each Arrow column is freed as soon as it is converted
     frame = arrow.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
     del arrow
-    # Hand the decode buffers back to the OS now: the allocator would keep them, and at a
-    # million trials they are hundreds of MiB the tables computed next cannot reuse.
-    release_memory()
+    if big:  # hand the decode buffers back to the OS now: the allocator would keep them, and
+        # at a million trials they are hundreds of MiB the tables computed next cannot reuse
+        release_memory()
     for col in cats:
         s = frame[col]
         if not isinstance(s.dtype, pd.CategoricalDtype):
