@@ -348,7 +348,11 @@ def dictionary_values(column: pa.ChunkedArray) -> set[object]:
     entries no row uses: only the used ones count)."""
     out: set[object] = set()
     for chunk in column.chunks:
+        if len(chunk) == 0 or chunk.null_count == len(chunk):
+            continue
+        if len(chunk.dictionary) == 1:  # (a run's file: one run id, nothing to count)
+            out.add(chunk.dictionary[0].as_py())
+            continue
         valid = chunk.indices.drop_null().to_numpy(zero_copy_only=False)
-        if len(valid):
-            out.update(chunk.dictionary.take(pa.array(np.unique(valid))).to_pylist())
+        out.update(chunk.dictionary.take(pa.array(np.unique(valid))).to_pylist())
     return out
