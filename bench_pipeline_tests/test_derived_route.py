@@ -46,7 +46,13 @@ def _resumed(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def _warehouse(
-    root: Path, layout: str, seed: int, run_id: str, reps: int = 4, orphan: bool = False
+    root: Path,
+    layout: str,
+    seed: int,
+    run_id: str,
+    reps: int = 4,
+    orphan: bool = False,
+    stray: str | None = None,
 ) -> Warehouse:
     trials, scores = PERF.generate(7, 3, reps, seed=seed, run_id=run_id)
     PERF.write_warehouse(root, trials, scores, layout)
@@ -82,6 +88,11 @@ def _warehouse(
     if orphan:  # a score of a trial that has no row: the general route
         orphan = dict(rows[0], trial_id="ghost/cfg-0/1", task_id="ghost", scorer="checks")
         wh.write("scores", [orphan], run_id, "orphans/all")
+    if stray == "null_scorer":  # a row naming no scorer: the general route drops it
+        wh.write("scores", [dict(rows[1], scorer=None)], run_id, "stray/all")
+    if stray == "tie":  # same time as the row it supersedes: the row read last wins
+        first_row = rows[2]
+        wh.write("scores", [dict(first_row, value=0.25, status="scored")], run_id, "zz/tie")
     return wh
 
 
@@ -110,20 +121,29 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
             assert _same_value(a, b), f"{name}.{col} row {i}: {a!r} != {b!r}"
 
 
-# (layout, repetitions, orphan score): 24 repetitions in partitions are > FEW_FILES score files
+# (layout, repetitions, orphan score): 24 repetitions in partitions are > 64 score files (many
+# small files, each with its own dictionary of trial ids)
+# `stray`: a row without a scorer (the general route), or a rescore at the very time of the row
+# it supersedes in a file read after it (the tie goes to the row read last)
 @pytest.mark.parametrize(
-    ("layout", "reps", "orphan"),
-    [("trial", 4, False), ("run", 4, True), ("partition", 24, False), ("partition", 24, True)],
+    ("layout", "reps", "orphan", "stray"),
+    [
+        ("trial", 4, False, None),
+        ("run", 4, True, None),
+        ("run", 4, False, "tie"),
+        ("run", 4, False, "null_scorer"),
+        ("partition", 24, False, None),
+        ("partition", 24, True, None),
+        ("partition", 24, False, "tie"),
+    ],
 )
 def test_derived_tables_equal_the_previous_implementation(
-    tmp_path: Path, layout: str, reps: int, orphan: bool
+    tmp_path: Path, layout: str, reps: int, orphan: bool, stray: str | None
 ) -> None:
-    from bench_pipeline.runs.derived import FEW_FILES
-
     run_id, base_id = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
     _warehouse(tmp_path, layout, seed=3, run_id=base_id, reps=reps)
-    wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan)
-    assert (len(wh.files("scores", run_id)) > FEW_FILES) == (layout == "partition")
+    wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan, stray=stray)
+    assert (len(wh.files("scores", run_id)) > 64) == (layout == "partition")
 
     derived = compute_derived(wh, run_id, baseline_run_id=base_id)
     old, old_recs = reference.derived_tables(
@@ -178,6 +198,37 @@ def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> N
     assert "TOTAL a5575a0 derived tables" in out
     assert out.count("peak RSS of the measuring process (VmHWM)") == 2
     assert "paired comparison" in out and "config table by tag" in out
+
+
+def test_perf_script_measures_a_kept_warehouse_against_another_checkout(tmp_path: Path) -> None:
+    """--keep, then --warehouse (no generating) with --against (here this very checkout) and
+    --rounds: both trees timed on the same files, interleaved, with the medians' ratios."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    script = str(ROOT / "perf" / "analysis.py")
+    small = ["--tasks", "3", "--configs", "2", "--reps", "2"]
+    kept = tmp_path / "wh"
+    subprocess.run(
+        [sys.executable, script, *small, "--keep", str(kept)],
+        env=env,
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    out = subprocess.run(
+        [sys.executable, script, "--warehouse", str(kept), "--against", str(ROOT), "--rounds", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "generated" not in out  # the kept warehouse, not a new one
+    assert out.count("round 1 ") == 2 and out.count("round 2 ") == 2
+    assert "medians over 2 rounds" in out and "ratio" in out
 
 
 def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:

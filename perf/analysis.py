@@ -10,6 +10,13 @@ step, the total and the child's peak RSS (VmHWM).
 
     .venv/bin/python perf/analysis.py [--tasks 50 --configs 8 --reps 2500]
         [--layout run|partition|trial] [--keep DIR] [--also-a5575a0]
+    .venv/bin/python perf/analysis.py --warehouse DIR [--against OTHER_CHECKOUT --rounds N]
+
+`--warehouse DIR` measures a warehouse an earlier `--keep DIR` wrote (no generating);
+`--against DIR` times another checkout's compute_derived on the same files (e.g. the commit
+before: `git archive <commit> | tar -x -C DIR`), alternating with this tree's over `--rounds`
+fresh processes, and prints the median wall, CPU and peak RSS of each and their ratios (the
+machine's load moves wall time; same-round ratios and CPU time move less).
 
 `--layout`: how the rows are split into files. `partition` is what a run writes for scores (one
 file per partition and (re)score: `<config>/rep<N>/<rescore_id>.parquet`) with the trials of a
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -300,17 +308,22 @@ def measure(root: Path, run_id: str) -> int:
     from bench_pipeline.warehouse.store import Warehouse
 
     import_s = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), os.times()
     derived = compute_derived(Warehouse(root), run_id)
     total = time.perf_counter() - start
+    after = os.times()
+    cpu_s = (after.user - cpu.user) + (after.system - cpu.system)
     hwm = _status_mib("VmHWM")
     width = max(len(k) for k in derived.timings) + 2
     print(f"  {'(import runs.derived)':<{width}}  {import_s:7.3f} s")
     for label, seconds in derived.timings.items():
         print(f"  {label:<{width}}  {seconds:7.3f} s")
     print(f"  {'TOTAL compute_derived (read + every derived table)':<{width}}  {total:7.3f} s")
+    # CPU seconds (user + system, every thread): what a loaded machine inflates least
+    print(f"  {'CPU time of compute_derived (user + system)':<{width}}  {cpu_s:7.3f} s")
     peak = hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of the measuring process (VmHWM): {peak:,.0f} MiB")
+    print(f"summary: wall={total:.4f} cpu={cpu_s:.4f} hwm={peak:.1f}")
     table = derived.tables["config_table"]
     print(
         table[
@@ -356,29 +369,48 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time commit a5575a0's route on the same files (the before figure)",
     )
+    parser.add_argument(
+        "--warehouse", type=Path, help="measure a warehouse an earlier --keep wrote (no generating)"
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout of this project (e.g. `git archive <commit> | tar -x -C DIR`): "
+        "time its compute_derived on the same files too, interleaved with this tree's",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (--against)")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--measure-reference", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure is not None:
+        if args.tree is not None:  # the other checkout's package first on the path
+            sys.path.insert(0, str(args.tree.resolve()))
         return measure(args.measure, RUN_ID)
     if args.measure_reference is not None:
         return measure_reference(args.measure_reference, RUN_ID)
 
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
-        root = args.keep or Path(tmp) / "warehouse"
-        start = time.perf_counter()
-        trials, scores = generate(args.tasks, args.configs, args.reps, run_id=RUN_ID)
-        gen_s = time.perf_counter() - start
-        print(f"generated {len(trials):,} trials and {len(scores):,} score rows in {gen_s:.2f} s")
-        start = time.perf_counter()
-        files = write_warehouse(root, trials, scores, args.layout)
-        size = sum(p.stat().st_size for p in root.rglob("*.parquet")) / 2**20
-        print(
-            f"wrote {files:,} Parquet files ({size:,.0f} MiB, layout {args.layout}) in "
-            f"{time.perf_counter() - start:.2f} s"
-        )
-        del trials, scores
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        root = args.warehouse or args.keep or Path(tmp) / "warehouse"
+        if args.warehouse is None:
+            start = time.perf_counter()
+            trials, scores = generate(args.tasks, args.configs, args.reps, run_id=RUN_ID)
+            gen_s = time.perf_counter() - start
+            print(
+                f"generated {len(trials):,} trials and {len(scores):,} score rows in {gen_s:.2f} s"
+            )
+            start = time.perf_counter()
+            files = write_warehouse(root, trials, scores, args.layout)
+            size = sum(p.stat().st_size for p in root.rglob("*.parquet")) / 2**20
+            print(
+                f"wrote {files:,} Parquet files ({size:,.0f} MiB, layout {args.layout}) in "
+                f"{time.perf_counter() - start:.2f} s"
+            )
+            del trials, scores
+        here = Path(__file__).resolve().parents[1]
+        env = dict(os.environ, PYTHONPATH=str(here))
+        if args.against is not None:
+            return _interleaved(root, here, args.against, max(args.rounds, 1), env)
         print("compute_derived (this commit), in a fresh process:")
         child = subprocess.run(
             [sys.executable, __file__, "--measure", str(root)], env=env, check=False
@@ -389,6 +421,42 @@ def main(argv: list[str] | None = None) -> int:
                 [sys.executable, __file__, "--measure-reference", str(root)], env=env, check=False
             )
         return child.returncode
+
+
+def _interleaved(root: Path, here: Path, other: Path, rounds: int, env: dict) -> int:
+    """This tree's and `other`'s compute_derived on the same files, alternating, each run in a
+    fresh process; per round wall, CPU and peak RSS, then the medians and their ratios."""
+    trees = [("this tree", here), (f"against {other}", other.resolve())]
+    seen: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in trees}
+    for n in range(rounds):
+        for label, tree in trees if n % 2 == 0 else trees[::-1]:
+            cmd = [sys.executable, __file__, "--measure", str(root), "--tree", str(tree)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                print(out.stdout + out.stderr)
+                return out.returncode
+            if n == 0:
+                print(f"{label} ({tree}), round 1:")
+                lines = out.stdout.splitlines()
+                print(
+                    "\n".join(
+                        lines[: next(i for i, x in enumerate(lines) if x.startswith("summary"))]
+                    )
+                )
+            line = next(x for x in out.stdout.splitlines() if x.startswith("summary: "))
+            fields = dict(kv.split("=") for kv in line.split()[1:])
+            seen[label].append((float(fields["wall"]), float(fields["cpu"]), float(fields["hwm"])))
+            wall, cpu, hwm = seen[label][-1]
+            print(f"round {n + 1} {label}: wall {wall:.3f} s, CPU {cpu:.3f} s, peak {hwm:,.0f} MiB")
+    med = {
+        label: [statistics.median(v[i] for v in runs) for i in range(3)]
+        for label, runs in seen.items()
+    }
+    (a, b) = (med[label] for label, _ in trees)
+    print(f"medians over {rounds} rounds (this tree / against):")
+    for i, name in enumerate(("wall s", "CPU s", "peak RSS MiB")):
+        print(f"  {name:<13} {a[i]:9.3f} / {b[i]:9.3f}   ratio {a[i] / b[i]:.3f}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -111,7 +111,15 @@ def nan_to_none(value: object) -> object:
 
 def single_run(trials: pd.DataFrame, what: str) -> str | None:
     """The one run_id of `trials` (None when empty); refuse several runs."""
-    runs = pd.unique(trials["run_id"].astype(object)) if len(trials) else []
+    col = trials["run_id"] if len(trials) else None
+    if col is not None and isinstance(col.dtype, pd.CategoricalDtype):
+        # the categories in use, from the codes (no string per row)
+        counts = np.bincount(col.cat.codes.to_numpy().astype(np.int64) + 1)
+        runs = [col.cat.categories[i] for i in np.flatnonzero(counts[1:])]
+        if counts[0]:
+            runs.append(np.nan)  # (what astype(object) makes of a null)
+    else:
+        runs = pd.unique(col.astype(object)) if col is not None else []
     if len(runs) > 1:
         raise ValueError(
             f"{what} takes the trials of ONE benchmark run, got {len(runs)} runs "

@@ -15,7 +15,14 @@ import pandas as pd
 from bench_pipeline.formats.vocabulary import UNTAGGED
 
 from ._common import first_rows, single_run, str_codes
-from .config_table import aggregate_trials, catalog_for, cell_stats, finish_cells, group_index
+from .config_table import (
+    ConfigCells,
+    aggregate_trials,
+    catalog_for,
+    cell_stats,
+    finish_cells,
+    group_index,
+)
 from .recommend import recommendations_frame
 from .scores import trial_overall
 
@@ -39,13 +46,18 @@ def task_tags(per_trial: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def config_table_by_tag(
-    trials: pd.DataFrame, scores: pd.DataFrame, *, per_trial: pd.DataFrame | None = None
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    per_trial: pd.DataFrame | None = None,
+    cells: ConfigCells | None = None,
 ) -> pd.DataFrame:
     """Config table per tag (see module doc).
 
     Tags are exploded at the task level: per-(config, task) sums are computed once over the
     trials, then every (config, task) cell feeds the (tag, config) row of each of its task's
-    tags. Clustered CIs and pass@k need exactly these per-task sums."""
+    tags. Clustered CIs and pass@k need exactly these per-task sums. `cells`: those sums
+    already computed (`config_cells(per_trial)`, shared with config_table)."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "config_table_by_tag")
     catalog = catalog_for(pt, scores)
@@ -54,8 +66,11 @@ def config_table_by_tag(
         return aggregate_trials(
             pt.assign(tag=pd.Series(dtype=object)), ["tag", "config_id"], catalog, k
         )
-    inv, cfg_first, n_cfg = group_index(pt, ["config_id"])
-    cells = cell_stats(pt, inv, n_cfg, catalog)
+    if cells is not None and cells.per_trial is pt:
+        cfg_first, n_cfg, cells = cells.first, cells.n_groups, cells.cells
+    else:
+        inv, cfg_first, n_cfg = group_index(pt, ["config_id"])
+        cells = cell_stats(pt, inv, n_cfg, catalog)
     task_codes, task_names = str_codes(pt["task_id"])
     first = first_rows(task_codes, len(task_names))
     raw_tags = pt["tags"] if "tags" in pt else None

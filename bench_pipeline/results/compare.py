@@ -341,16 +341,18 @@ def compare_all(
     """Every other config of one run against the baseline config, one row each."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "compare_all")
-    configs = [str(c) for c in pd.unique(pt["config_id"].to_numpy())]
+    configs = [str(c) for c in pd.unique(pt["config_id"])]  # (a categorical: on its codes)
     if baseline_config is None:
-        base_rows = (
-            pt.loc[pt["is_baseline"].fillna(False).astype(bool)]
+        # the first is_baseline trial's config (its row only: not a copy of every such row)
+        flags = (
+            pt["is_baseline"].to_numpy(dtype=bool, na_value=False)
             if "is_baseline" in pt
-            else pt.iloc[:0]
+            else np.zeros(len(pt), dtype=bool)
         )
+        first = np.flatnonzero(flags)[:1]
         baseline_config = (
-            str(base_rows["config_id"].astype(object).iloc[0])
-            if len(base_rows)
+            str(pt["config_id"].iloc[int(first[0])])
+            if len(first)
             else (configs[0] if configs else None)
         )
     others = [cfg for cfg in configs if cfg != baseline_config]
@@ -372,16 +374,23 @@ class _FastPairs:
 
     def __init__(self, pt: pd.DataFrame) -> None:
         self.pt = pt
-        self.cfg, cfg_u = str_codes(pt["config_id"])
+        self._sorted: dict[str, np.ndarray | None] = {}
+        # int32 codes (not int64): a million trials' arrays are a good part of the peak RSS
+        cfg, cfg_u = str_codes(pt["config_id"])
+        self.cfg = cfg.astype(np.int32)
         self.cfg_index = {str(c): i for i, c in enumerate(cfg_u)}
-        self.task, task_u = str_codes(pt["task_id"])
+        task, task_u = str_codes(pt["task_id"])
+        self.task = task.astype(np.int32)
         self.n_tasks = len(task_u)
+        del cfg, task
         rep_codes, rep_u = pd.factorize(pt["repetition"], use_na_sentinel=True)
+        wide = (len(task_u) + 1) * (len(rep_u) + 1) >= 2**31
         self.key = np.where(
             (self.task >= 0) & (rep_codes >= 0),
-            self.task * (len(rep_u) + 1) + rep_codes,
+            self.task.astype(np.int64 if wide else np.int32) * (len(rep_u) + 1) + rep_codes,
             -1,
-        )
+        ).astype(np.int64 if wide else np.int32)
+        del rep_codes
         out_codes, out_u = str_codes(pt["outcome"])
         infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
         succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
@@ -415,6 +424,11 @@ class _FastPairs:
         )
 
     def _rows(self, config: str) -> np.ndarray | None:
+        if config not in self._sorted:  # (the baseline's rows serve every comparison)
+            self._sorted[config] = self._sorted_rows(config)
+        return self._sorted[config]
+
+    def _sorted_rows(self, config: str) -> np.ndarray | None:
         rows = np.flatnonzero(self.cfg == self.cfg_index[config])
         keys = self.key[rows]
         rows = rows[np.argsort(keys, kind="stable")]

@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -85,13 +86,42 @@ def score_names(catalog: pd.DataFrame) -> tuple[list[str], dict[str, list[str]]]
     return names, multi
 
 
+class ConfigCells(NamedTuple):
+    """`cell_stats` of per-trial rows grouped by config_id (what config_table and
+    config_table_by_tag both start from: compute it once with `config_cells`)."""
+
+    per_trial: pd.DataFrame
+    inv: np.ndarray
+    first: np.ndarray
+    n_groups: int
+    cells: dict[str, np.ndarray]
+
+
+def config_cells(per_trial: pd.DataFrame, scores: pd.DataFrame | None = None) -> ConfigCells:
+    """The per-(config, task) sums of `per_trial` (trial_overall's output)."""
+    catalog = catalog_for(per_trial, scores)
+    inv, first, n_groups = group_index(per_trial, ["config_id"])
+    return ConfigCells(
+        per_trial, inv, first, n_groups, cell_stats(per_trial, inv, n_groups, catalog)
+    )
+
+
 def aggregate_trials(
-    pt: pd.DataFrame, keys: Sequence[str], catalog: pd.DataFrame, k: int | None = None
+    pt: pd.DataFrame,
+    keys: Sequence[str],
+    catalog: pd.DataFrame,
+    k: int | None = None,
+    *,
+    cells: ConfigCells | None = None,
 ) -> pd.DataFrame:
-    """Config-table metrics of per-trial rows grouped by `keys` (e.g. config_id, or tag+config)."""
+    """Config-table metrics of per-trial rows grouped by `keys` (e.g. config_id, or tag+config);
+    `cells`: `config_cells(pt)` already computed (keys must be ["config_id"])."""
     keys = list(keys)
-    inv, first, n_groups = group_index(pt, keys)
-    cells = cell_stats(pt, inv, n_groups, catalog)
+    if cells is not None and cells.per_trial is pt and keys == ["config_id"]:
+        inv, first, n_groups, cells = cells.inv, cells.first, cells.n_groups, cells.cells
+    else:
+        inv, first, n_groups = group_index(pt, keys)
+        cells = cell_stats(pt, inv, n_groups, catalog)
     key_values = {key: pt[key].iloc[first].reset_index(drop=True) for key in keys}
     return finish_cells(pt, cells, cells["group"], n_groups, key_values, keys, catalog, k)
 
@@ -119,12 +149,24 @@ def cell_stats(
         ids, cell = np.unique(raw, return_inverse=True)
     n_cells = len(ids)
 
+    per_cell = np.bincount(cell, minlength=n_cells)
+
+    # Counts and sums over all rows at once, never a gathered copy of most of them (at a
+    # million trials each is 8 MiB, and the peak RSS is made of such copies): a count is the
+    # cell's rows minus the few rows outside the mask; a NaN adds 0.0 to a sum, which leaves
+    # every partial sum as it was.
     def count(mask: np.ndarray) -> np.ndarray:
+        out = np.flatnonzero(~mask)
+        if len(out) <= len(mask) // 2:
+            return (per_cell - np.bincount(cell[out], minlength=n_cells)).astype(float)
         return np.bincount(cell[mask], minlength=n_cells).astype(float)
 
     def total(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ok = ~np.isnan(x)
-        return np.bincount(cell[ok], weights=x[ok], minlength=n_cells), count(ok)
+        if ok.all():
+            return np.bincount(cell, weights=x, minlength=n_cells), per_cell.astype(float)
+        sums = np.bincount(cell, weights=np.where(ok, x, 0.0), minlength=n_cells)
+        return sums, count(ok)
 
     def floats(col: str) -> np.ndarray:
         if col not in pt:
@@ -135,7 +177,7 @@ def cell_stats(
         "group": ids // (n_tasks + 1),
         "task": ids % (n_tasks + 1) - 1,
         "first": first_rows(cell, n_cells),
-        "trials": np.bincount(cell, minlength=n_cells).astype(float),
+        "trials": per_cell.astype(float),
     }
     succ = (pt["outcome"] == OUTCOME_SUCCEEDED).to_numpy(dtype=bool, na_value=False)
     out["succ"] = count(succ)
@@ -405,12 +447,14 @@ def config_table(
     baseline_table: pd.DataFrame | None = None,
     *,
     per_trial: pd.DataFrame | None = None,
+    cells: ConfigCells | None = None,
 ) -> pd.DataFrame:
-    """One row per config_id of one run (see module doc). `per_trial`: reuse trial_overall()."""
+    """One row per config_id of one run (see module doc). `per_trial`: reuse trial_overall();
+    `cells`: reuse config_cells(per_trial)."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "config_table")
     catalog = catalog_for(pt, scores)
-    out = aggregate_trials(pt, ["config_id"], catalog)
+    out = aggregate_trials(pt, ["config_id"], catalog, cells=cells)
     if baseline_table is not None:
         out = add_baseline_deltas(out, baseline_table)
     return out

@@ -54,11 +54,40 @@ def task_sums(tasks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     """Per-task sum and count of the non-null `values` (tasks: any hashable labels or codes)."""
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
-    _, codes = np.unique(np.asarray(tasks)[keep], return_inverse=True)
+    tasks = np.asarray(tasks)[keep]
+    if (
+        tasks.dtype.kind in "iu"
+        and len(tasks)
+        and tasks.min() >= 0
+        and tasks.max() <= 8 * len(tasks) + 1024
+    ):
+        # integer task codes: bincount, then drop the absent codes (the same sums in the same
+        # order as np.unique's ranks, without the sort)
+        n_codes = np.bincount(tasks)
+        present = n_codes > 0
+        sums = np.bincount(tasks, weights=values[keep])[present]
+        return sums, n_codes[present].astype(float)
+    _, codes = np.unique(tasks, return_inverse=True)
     codes = codes.reshape(-1)
     sums = np.bincount(codes, weights=values[keep])
     counts = np.bincount(codes).astype(float)
     return sums, counts
+
+
+@lru_cache(maxsize=8)
+def _resamples(g: int, n_boot: int, seed: int) -> np.ndarray:
+    """The bootstrap's task draws: the same for every comparison with g tasks (same seed)."""
+    idx = np.random.default_rng(seed).integers(0, g, size=(n_boot, g))
+    idx.setflags(write=False)
+    return idx
+
+
+@lru_cache(maxsize=8)
+def _flips(g: int, n_flips: int, seed: int) -> np.ndarray:
+    """The sign-flip test's random flips (as 0/1 floats), the same for every test of g tasks."""
+    neg = (np.random.default_rng(seed).random((n_flips, g)) < 0.5).astype(float)
+    neg.setflags(write=False)
+    return neg
 
 
 def bootstrap_from_sums(
@@ -72,7 +101,7 @@ def bootstrap_from_sums(
     g = len(sums)
     if g < 2:
         return None, None
-    idx = np.random.default_rng(seed).integers(0, g, size=(n_boot, g))
+    idx = _resamples(g, n_boot, seed)
     means = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
@@ -109,8 +138,7 @@ def sign_flip_from_sums(sums: np.ndarray, *, n_flips: int = N_FLIPS, seed: int =
         flipped = np.abs(_all_signs(g) @ sums)
         return float(np.mean(flipped >= observed - tol))
     # Flipping the tasks in `neg` turns the total S into S - 2 * sum(neg * sums).
-    neg = np.random.default_rng(seed).random((n_flips, g)) < 0.5
-    flipped = np.abs(float(sums.sum()) - 2.0 * (neg.astype(float) @ sums))
+    flipped = np.abs(float(sums.sum()) - 2.0 * (_flips(g, n_flips, seed) @ sums))
     hits = int((flipped >= observed - tol).sum())
     return (1 + hits) / (1 + n_flips)
 

@@ -42,12 +42,15 @@ def task_config_grid(
     remap = np.full(len(present), -1, dtype=np.int64)
     remap[ids] = np.arange(len(ids))
     cell = np.where(ok, remap[raw], -1)
+    del raw, remap, t_codes, c_codes  # (a million trials: every array here is 8 MiB)
     n_cells = len(ids)
+    every = bool(ok.all())  # the usual case: no gathers of the rows
     rows = np.flatnonzero(ok)
-    cr = cell[rows]
+    cr = cell if every else cell[rows]
 
     def fl(col: str) -> np.ndarray:
-        return pt[col].to_numpy(dtype=float, na_value=np.nan)[rows]
+        values = pt[col].to_numpy(dtype=float, na_value=np.nan)
+        return values if every else values[rows]
 
     def count(mask: np.ndarray) -> np.ndarray:
         return np.bincount(cr[mask], minlength=n_cells)
@@ -62,10 +65,11 @@ def task_config_grid(
     passed = fl("passed")
     cost = fl("cost_usd")
     holdout = (
-        pt["holdout"].to_numpy(dtype=bool, na_value=False)[rows]
+        pt["holdout"].to_numpy(dtype=bool, na_value=False)
         if "holdout" in pt
-        else np.zeros(len(rows), dtype=bool)
+        else np.zeros(len(pt), dtype=bool)
     )
+    holdout = holdout if every else holdout[rows]
     out = pd.DataFrame(
         {
             "task_id": np.asarray(t_names, dtype=object)[ids // n_c] if n_cells else [],
@@ -81,11 +85,13 @@ def task_config_grid(
         out[score_col(g)] = mean(fl(score_col(g)))
     out["avg_cost_usd"] = mean(cost)
     out["cost_known_reps"] = count(~np.isnan(cost)).astype(int)
+    del passed, cost, holdout
 
     # trial ids per cell, in repetition order, without a Python loop over rows
     order = rows[np.lexsort((pt["repetition"].to_numpy()[rows], cr))]
     bounds = np.searchsorted(cell[order], np.arange(1, n_cells))
-    ids_sorted = pt["trial_id"].iloc[order].to_numpy(dtype=object)
+    # the strings once, then the order (not a reordered copy of the Arrow column first)
+    ids_sorted = pt["trial_id"].to_numpy(dtype=object)[order]
     out["trial_ids"] = [chunk.tolist() for chunk in np.split(ids_sorted, bounds)][:n_cells]
 
     out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)

@@ -175,14 +175,17 @@ _METRIC = {
 }
 
 
-def recommendations_frame(table: pd.DataFrame, keys: Sequence[str] = ()) -> pd.DataFrame:
-    """recommend() as rows, per value of `keys` (e.g. ["tag"]) when given."""
+def recommendations_frame(
+    table: pd.DataFrame, keys: Sequence[str] = (), *, recommended: dict | None = None
+) -> pd.DataFrame:
+    """recommend() as rows, per value of `keys` (e.g. ["tag"]) when given; `recommended`:
+    recommend(table) already made (without keys)."""
     keys = list(keys)
     parts = [((), table)] if not keys else list(table.groupby(keys, sort=True))
     rows = []
     for key, sub in parts:
         key = key if isinstance(key, tuple) else (key,)
-        rec = recommend(sub)
+        rec = recommended if recommended is not None and not keys else recommend(sub)
         for kind in KINDS:
             pick = rec[kind] or {}
             metric, field = _METRIC[kind]

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
 
@@ -137,12 +139,25 @@ def latest_trials(trials: pd.DataFrame) -> pd.DataFrame:
     if len(trials) == 0 or "attempt_no" not in trials.columns:
         return trials
     key = _key_codes(trials, ["run_id", "trial_id"])
-    attempt = trials["attempt_no"].to_numpy(dtype=float, na_value=np.nan)
-    order = np.where(np.isnan(attempt), -(2.0**62), attempt).astype(np.int64)
-    keep = _latest_per_key(key, order)
+    keep = _latest_per_key(key, _attempt_order(trials))
     if keep.all():
         return trials
     return trials.iloc[np.flatnonzero(keep)]
+
+
+def _attempt_order(trials: pd.DataFrame) -> np.ndarray:
+    attempt = trials["attempt_no"].to_numpy(dtype=float, na_value=np.nan)
+    return np.where(np.isnan(attempt), -(2.0**62), attempt).astype(np.int64)
+
+
+def latest_trial_positions(trials: pd.DataFrame, trial_codes: np.ndarray) -> np.ndarray | None:
+    """`latest_trials` of one run's trials whose trial ids have the integer codes
+    `trial_codes` (equal codes for equal ids): the positions it keeps, None when it keeps
+    every row."""
+    if len(trials) == 0 or "attempt_no" not in trials.columns:
+        return None
+    keep = _latest_per_key(trial_codes.astype(np.int64), _attempt_order(trials))
+    return None if keep.all() else np.flatnonzero(keep)
 
 
 def _catalog_arrays(
@@ -266,10 +281,12 @@ def trial_overall(
     _row: np.ndarray | None = None,
     _tkey: np.ndarray | None = None,
     _latest: bool = False,
+    _cells: LatestCells | None = None,
 ) -> pd.DataFrame:
     """One row per trial with its latest score per scorer, group values, overall and pass.
     (Private: latest_trial_overall's mask of the rows to use, their trial rows, their time keys
-    and that `trials` is already latest_trials' output.)"""
+    and that `trials` is already latest_trials' output; `_cells`: the latest score per
+    (trial, scorer) already picked while reading, see `LatestCells`.)"""
     if not _latest:
         trials = latest_trials(trials)
     base = trials.loc[:, [c for c in TRIAL_COLUMNS if c in trials.columns]].reset_index(drop=True)
@@ -279,7 +296,9 @@ def trial_overall(
             base[col] = as_categorical(base[col])
     run_codes = base["run_id"].cat.codes.to_numpy().astype(np.int64)
     run_names = list(base["run_id"].cat.categories.astype(object))
-    if len(scores):
+    if _cells is not None:
+        catalog = _finish_catalog(_cells.finish())
+    elif len(scores):
         tkey = _tkey if _tkey is not None else time_key(scores.get("scored_at"), len(scores))
         raw, (s_run, s_run_u, s_sc, s_sc_u) = _catalog_arrays(scores, tkey, _keep)
         catalog = _finish_catalog(raw)
@@ -294,7 +313,16 @@ def trial_overall(
     codes: dict[str, np.ndarray] = {}
     cost_total = np.zeros(n)
     cost_known = np.zeros(n, dtype=bool)
-    if scorers and n:
+    if _cells is not None and scorers and n:
+        for scorer in scorers:  # one run, every scorer of the catalog is used by it
+            v, st, c = _cells.columns(scorer)
+            v[st != CODE_SCORED] = np.nan
+            values[scorer], codes[scorer] = v, st
+            if c is not None:
+                known = ~np.isnan(c)
+                cost_total[known] += c[known]
+                cost_known |= known
+    elif scorers and n:
         n_s = len(scorers)
         row = (
             _row
@@ -426,6 +454,211 @@ def trial_overall(
         result[name] = col
     result.attrs["scorer_catalog"] = catalog.to_dict("records")
     return result
+
+
+_NO_TIME = np.iinfo(np.int64).min + 1  # time_key of a null scored_at: older than any time
+
+
+class _Slot:
+    """The latest row so far of every trial for one scorer (small codes: the memory these
+    arrays take is also the time: every new page is a fault)."""
+
+    def __init__(self, n: int, rows_total: int) -> None:
+        self.time = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        # read position of the winner (ties: the row read last)
+        self.pos = np.full(n, -1, dtype=np.int32 if rows_total < 2**31 else np.int64)
+        self.value = np.full(n, np.nan)
+        self.status = np.full(n, CODE_MISSING, dtype=np.int8)
+        self.cost: np.ndarray | None = None  # made when the first cost is met
+        self.group = np.full(n, -1, dtype=np.int8)  # code in LatestCells.groups; -1 null
+        self.weight = np.full(n, -1, dtype=np.int8)  # code in self.weights; -1 null
+        self.weights: dict[float, int] = {}
+
+
+_MAX_CODES = 127  # distinct groups / weights of one scorer that an int8 code holds
+_FINISHED = np.zeros(0, dtype=np.int8)  # what a slot's freed arrays point to
+
+
+class LatestCells:
+    """`latest_trial_overall`'s pick of the latest score per (trial, scorer), made batch by batch
+    while the score rows are read, so the rows themselves are never all in memory: per scorer,
+    one array over the trials holds the winner's time, read position, value, status, cost,
+    group and weight. Only for the fast case of `latest_trial_overall` (every score row of the
+    one run names one of the `n_trials` latest trials and a scorer); `add` returns False at the
+    first row that does not, and the caller takes the general route.
+
+    Batches carry the `SCORES` columns `run_id, scorer, scorer_group, weight, status, value,
+    cost_usd, scored_at` in read order, with the string ones dictionary-encoded; `rows` gives
+    the trial row of each of the batch's rows (`lookup_rows` of their trial ids)."""
+
+    def __init__(self, n_trials: int, run_id: str, rows_total: int) -> None:
+        self.n = n_trials
+        self.run_id = run_id
+        self.rows_total = rows_total
+        self.slots: dict[str, _Slot] = {}
+        self.groups: dict[str, int] = {}
+        self.read = 0  # rows seen so far (the read position of the next one)
+
+    def add(self, batch: pa.RecordBatch, rows: np.ndarray) -> bool:
+        assert self.read >= 0, "LatestCells.add after finish()"
+        n_b = batch.num_rows
+        if n_b == 0:
+            return True
+        run = batch.column("run_id")
+        names = run.dictionary.to_pylist()
+        if run.null_count or (
+            names != [self.run_id]
+            and any(names[int(i)] != self.run_id for i in np.unique(run.indices))
+        ):
+            return False
+        scorer = batch.column("scorer")
+        if scorer.null_count or None in scorer.dictionary.to_pylist():
+            return False
+        if len(rows) != n_b or (rows < 0).any():
+            return False
+        # (int32 positions when they fit, as the slots hold them: ufunc.at casting is slow)
+        pos = np.arange(
+            self.read, self.read + n_b, dtype=np.int32 if self.rows_total < 2**31 else np.int64
+        )
+        rows = rows.astype(np.intp, copy=False)
+        self.read += n_b
+        when = batch.column("scored_at").cast(pa.int64())
+        when = pc.fill_null(when, _NO_TIME).to_numpy(zero_copy_only=False)
+        st_col = batch.column("status")
+        st_map = np.array(
+            [STATUS_CODE.get(x, CODE_OTHER) for x in st_col.dictionary.to_pylist()] + [CODE_OTHER],
+            dtype=np.int8,
+        )
+        status = st_map[_codes(st_col)]
+        value = _floats(batch.column("value"))
+        cost = _floats(batch.column("cost_usd"))
+        weight = _floats(batch.column("weight"))
+        g_col = batch.column("scorer_group")
+        g_map = np.array(
+            [
+                -1 if g is None else self.groups.setdefault(g, len(self.groups))
+                for g in g_col.dictionary.to_pylist()
+            ]
+            + [-1],
+            dtype=np.int64,
+        )
+        if len(self.groups) > _MAX_CODES:
+            return False
+        group = g_map[_codes(g_col)]
+        sc_codes = scorer.indices.to_numpy(zero_copy_only=False)  # (no nulls: checked above)
+        names = scorer.dictionary.to_pylist()
+        for code in np.flatnonzero(np.bincount(sc_codes, minlength=len(names))):
+            slot = self.slots.get(names[code])
+            if slot is None:
+                slot = self.slots[names[code]] = _Slot(self.n, self.rows_total)
+            sel = np.flatnonzero(sc_codes == code) if len(names) > 1 else np.arange(n_b)
+            r, t, p = rows[sel], when[sel], pos[sel]
+            if len(r) < 2 or bool((r[1:] > r[:-1]).all()):
+                # each trial at most once in this batch (the usual order): a row wins when it
+                # is not older than the winner so far (ties: it was read later)
+                win = np.flatnonzero(t >= slot.time[r])
+                slot.time[r[win]] = t[win]
+                slot.pos[r[win]] = p[win]
+            else:
+                np.maximum.at(slot.time, r, t)  # newest time per trial, old winner included
+                cand = np.flatnonzero(t == slot.time[r])
+                np.maximum.at(slot.pos, r[cand], p[cand])  # ties: the row read last
+                win = cand[slot.pos[r[cand]] == p[cand]]
+            rw, sw = r[win], sel[win]
+            slot.value[rw] = value[sw]
+            slot.status[rw] = status[sw]
+            slot.group[rw] = group[sw]
+            c = cost[sw]
+            if slot.cost is None and not np.isnan(c).all():
+                slot.cost = np.full(self.n, np.nan)
+            if slot.cost is not None:
+                slot.cost[rw] = c
+            w = weight[sw]
+            w_codes = np.full(len(w), -1, dtype=np.int8)
+            known = ~np.isnan(w)
+            if known.all() and len(w) and w.min() == w.max():  # one weight (the usual case)
+                code = slot.weights.setdefault(float(w[0]), len(slot.weights))
+                if len(slot.weights) > _MAX_CODES:
+                    return False
+                w_codes[:] = code
+            elif known.any():
+                uniq, inv = np.unique(w[known], return_inverse=True)
+                table = np.array(
+                    [slot.weights.setdefault(float(u), len(slot.weights)) for u in uniq]
+                )
+                if len(slot.weights) > _MAX_CODES:
+                    return False
+                w_codes[known] = table[inv]
+            slot.weight[rw] = w_codes
+        return True
+
+    def scorers(self) -> list[str]:
+        return list(self.slots)
+
+    def finish(self) -> pd.DataFrame:
+        """The raw scorer catalog (`_catalog_arrays`'s): per scorer the newest non-null group
+        and weight among the latest rows (ties: the row read last). Ends the reading: the
+        winners' times, positions and group and weight codes are freed here (at a million
+        trials they are ~70 MiB the per-trial columns made next would sit on)."""
+        catalog = self._catalog()
+        for slot in self.slots.values():
+            slot.time = slot.pos = slot.group = slot.weight = _FINISHED
+        self.read = -1  # add() refuses from now on
+        return catalog
+
+    def _catalog(self) -> pd.DataFrame:
+        group_names = list(self.groups)
+        records = []
+        for name, slot in self.slots.items():
+            top = _newest(slot, None)  # usually has both a group and a weight: no mask needed
+            g = top if top >= 0 and slot.group[top] >= 0 else _newest(slot, slot.group >= 0)
+            w = top if top >= 0 and slot.weight[top] >= 0 else _newest(slot, slot.weight >= 0)
+            weights = list(slot.weights)
+            records.append(
+                {
+                    "run_id": self.run_id,
+                    "scorer": name,
+                    "scorer_group": group_names[slot.group[g]] if g >= 0 else None,
+                    "weight": weights[slot.weight[w]] if w >= 0 else np.nan,
+                }
+            )
+        return pd.DataFrame(records, columns=["run_id", "scorer", "scorer_group", "weight"])
+
+    def columns(self, scorer: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(value, status code, cost or None when no cost at all) of `scorer` per trial; the
+        arrays are handed over (the slot is dropped)."""
+        slot = self.slots.pop(scorer)
+        return slot.value, slot.status, slot.cost
+
+
+def _newest(slot: _Slot, mask: np.ndarray | None) -> int:
+    """The trial whose winner is newest among `mask` (None: among all trials with a winner;
+    ties: read last); -1 when none."""
+    if mask is None:
+        if len(slot.time) == 0 or slot.pos.max() < 0:
+            return -1
+        rows = np.flatnonzero(slot.time == slot.time.max())
+    else:
+        rows = np.flatnonzero(mask)
+        if len(rows) == 0:
+            return -1
+        t = slot.time[rows]
+        rows = rows[t == t.max()]
+    return int(rows[np.argmax(slot.pos[rows])])
+
+
+def _codes(column: pa.DictionaryArray) -> np.ndarray:
+    """Dictionary indices with -1 for null."""
+    idx = column.indices
+    idx = (pc.fill_null(idx, 0) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+    idx = idx.astype(np.int64)
+    if column.null_count:
+        idx[~column.is_valid().to_numpy(zero_copy_only=False)] = -1
+    return idx
+
+
+def _floats(column: pa.Array) -> np.ndarray:
+    return column.to_numpy(zero_copy_only=False).astype(float, copy=False)
 
 
 def _match_trials(

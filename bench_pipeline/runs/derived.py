@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,8 +23,8 @@ from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
+    import pyarrow as pa
 
     from bench_pipeline.results import verdicts
 
@@ -149,65 +149,155 @@ SCORE_READ = (
 )
 SCORE_CATEGORICAL = ("run_id", "scorer", "scorer_group", "status")
 ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json")
-FEW_FILES = 64  # up to this many score files, read the trial ids apart (less memory)
 
 
-def derived_rows(
-    warehouse: Warehouse, run_id: str
-) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray | None]:
-    """The run's trials (latest row per trial), ALL its score rows and the trial row of each
-    score row (`R.latest_trial_overall` picks the latest scores itself), only the columns the
-    derived tables read, compact. The score rows' trial ids are read first, looked up and
-    dropped before the other columns are read: at a million trials they are the biggest column.
-    When a score row names no trial (rows -1), `scores` keeps its `trial_id` column instead."""
-    import pyarrow as pa
+def derived_per_trial(
+    warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """(trials: the latest row per trial, scores, per_trial: `latest_trial_overall` of them;
+    None when the run has no trials) reading only the columns the derived tables use.
 
-    from bench_pipeline.results._common import lookup_rows
+    The score rows' trial ids are read first, dictionary-encoded (an int32 per row), and only
+    the dictionaries are looked up among the trials' ids. Then the other columns are read
+    batch by batch and the latest row per (trial, scorer) is kept as they come
+    (`R.LatestCells`): the run's score rows are never all in memory and `scores` comes back
+    empty. A score row that names no trial of the run, or no scorer, or another run, takes the
+    general route: every needed column read at once, then `R.latest_trial_overall`."""
+    import numpy as np
+
+    from bench_pipeline.results.scores import LatestCells
+    from bench_pipeline.warehouse.columns import (
+        FEW_FILES,
+        dictionary_values,
+        iter_batches,
+        key_rows,
+        read_arrow,
+        read_columns,
+        release_memory,
+        to_frame,
+    )
+
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
+    t_arrow = read_arrow(warehouse, "trials", run_id, trial_read, dictionary=TRIAL_CATEGORICAL)
+    runs = sorted(dictionary_values(t_arrow.column("run_id")))
+    one_run = len(t_arrow) > 0 and t_arrow.column("run_id").null_count == 0 and len(runs) == 1
+    files = warehouse.files("scores", run_id)  # both reads of the scores see the same files
+    if not one_run:  # no trials, or several runs in one run's folder: the general route
+        trials = to_frame(t_arrow)
+        del t_arrow
+        timings["read trials"] = time.perf_counter() - start
+        return _general_per_trial(warehouse, run_id, trials, files, timings)
+    # The trials as a frame first (their ids stay in Arrow): the score ids are read and looked
+    # up next, and the Arrow table would double the trials' memory meanwhile.
+    t_ids = t_arrow.column("trial_id")
+    trials = to_frame(t_arrow)
+    del t_arrow
+    columns = [c for c in SCORE_READ if c != "trial_id"]
+    if len(files) > FEW_FILES:
+        # Many small files (a run as written: one per partition and rescore): opening each
+        # costs more than holding the rows, so read them once and reduce the table in slices.
+        s_table = read_arrow(
+            warehouse,
+            "scores",
+            run_id,
+            SCORE_READ,
+            dictionary=(*SCORE_CATEGORICAL, "trial_id"),
+            files=files,
+        )
+        s_ids = s_table.column("trial_id")
+        s_table = s_table.select(columns)
+        batches: Iterator[pa.RecordBatch] = _slices(s_table)
+    else:  # a few big files: the ids first, then the rest batch by batch
+        s_ids = read_arrow(
+            warehouse, "scores", run_id, ["trial_id"], dictionary=["trial_id"], files=files
+        ).column(0)
+        batches = iter_batches(
+            warehouse, "scores", run_id, columns, dictionary=SCORE_CATEGORICAL, files=files
+        )
+    s_table = None
+    # every trial id's first trial row, and every score row's (one hash table of the trial ids)
+    first, rows = key_rows(s_ids, t_ids)
+    del s_ids, t_ids
+    if not np.array_equal(first, np.arange(len(first), dtype=np.int32)):
+        # resumed trials (several attempts of one): the latest attempt of each, keyed by the
+        # first row of its id; a score row follows its id's first row to the latest one
+        keep = R.latest_trial_positions(trials, first)
+        if keep is not None:
+            trials = trials.iloc[keep]
+            latest = np.full(len(first) + 1, -1, dtype=np.int32)
+            latest[first[keep]] = np.arange(len(keep), dtype=np.int32)
+            rows = latest[rows]  # -1 (no trial) takes the trailing -1
+    del first
+    release_memory()
+    timings["read trials + the scores' trial ids"] = time.perf_counter() - start
+    start = time.perf_counter()
+    cells = LatestCells(len(trials), runs[0], len(rows))
+    done = 0
+    ok = not (rows < 0).any()
+    for batch in batches if ok else ():
+        ok = cells.add(batch, rows[done : done + batch.num_rows])
+        done += batch.num_rows
+        if not ok:
+            break
+    n_rows = len(rows)
+    del batches, rows, s_table
+    release_memory()
+    # (a file rewritten between the two reads gives another count: the general route)
+    if ok and done == n_rows:
+        timings["read scores, latest per (trial, scorer)"] = time.perf_counter() - start
+        start = time.perf_counter()
+        empty = read_columns(warehouse, "scores", run_id, SCORE_READ, files=[])
+        per_trial = R.trial_overall(trials, empty, _latest=True, _cells=cells)
+        del cells
+        release_memory()  # the pass's temporaries, before the tables make their own
+        timings["per-trial results"] = time.perf_counter() - start
+        return trials, empty, per_trial
+    del cells
+    return _general_per_trial(warehouse, run_id, trials, files, timings)
+
+
+def _slices(table: pa.Table, size: int = 65536) -> Iterator[pa.RecordBatch]:
+    """`table` in record batches of `size` rows (small chunks, e.g. one per file, joined: the
+    reducer's cost is per batch), dictionaries unified within each."""
+    for start in range(0, len(table), size):
+        yield from table.slice(start, size).combine_chunks().to_batches()
+
+
+def _general_per_trial(
+    warehouse: Warehouse,
+    run_id: str,
+    trials: pd.DataFrame,
+    files: list[Path],
+    timings: dict[str, float],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """derived_per_trial's general route: every needed column of the scores read at once."""
     from bench_pipeline.warehouse.columns import read_columns
 
-    trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
-    trials = read_columns(warehouse, "trials", run_id, trial_read, categorical=TRIAL_CATEGORICAL)
-    if len(trials):
-        trials = R.latest_trials(trials)
-    files = warehouse.files("scores", run_id)  # both reads see the same files
-    if len(files) > FEW_FILES:
-        # Many small files (a run as written, one per partition and rescore): opening each
-        # file costs more than holding the ids beside the other columns, so read them once.
-        scores = read_columns(
-            warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL, files=files
-        )
-        rows = lookup_rows(scores["trial_id"], trials["trial_id"].reset_index(drop=True))
-        if (rows < 0).any():
-            return trials, scores, None
-        return trials, scores.drop(columns="trial_id"), rows.astype("int32")
-    ids = read_columns(warehouse, "scores", run_id, ["trial_id"], files=files)["trial_id"]
-    rows = lookup_rows(ids, trials["trial_id"].reset_index(drop=True)).astype("int32")
-    orphans = bool((rows < 0).any())
-    if not orphans:  # the ids' strings and the lookup's hash table go before the next read
-        del ids
-        pa.default_memory_pool().release_unused()
-    columns = [c for c in SCORE_READ if c != "trial_id"]
+    start = time.perf_counter()
+    if len(trials) == 0:
+        return trials, read_columns(warehouse, "scores", run_id, SCORE_READ, files=[]), None
+    trials = R.latest_trials(trials)
     scores = read_columns(
-        warehouse, "scores", run_id, columns, categorical=SCORE_CATEGORICAL, files=files
+        warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL, files=files
     )
-    if len(rows) != len(scores):  # a file rewritten between the two reads: read it all at once
-        scores = read_columns(
-            warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL
-        )
-        return trials, scores, None
-    if orphans:
-        scores.insert(1, "trial_id", ids.to_numpy())
-        return trials, scores, None
-    return trials, scores, rows
+    timings["read scores, latest per (trial, scorer)"] = time.perf_counter() - start
+    start = time.perf_counter()
+    per_trial = R.latest_trial_overall(trials, scores, trials_are_latest=True)
+    timings["per-trial results"] = time.perf_counter() - start
+    return trials, scores, per_trial
 
 
-def assert_rows(warehouse: Warehouse, run_id: str, scores: pd.DataFrame) -> pd.DataFrame:
-    """The latest `assert` score rows with their details (what scenario_turns reads); `scores`,
-    the run's score rows already read, tell whether there are any (no second scan if not)."""
+def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> pd.DataFrame:
+    """The latest `assert` score rows with their details (what scenario_turns reads); the
+    scorer catalog of `per_trial` tells whether there are any (no second scan if not)."""
+    import pandas as pd
     import pyarrow.dataset as ds
 
-    if not (scores["scorer"] == "assert").any():
-        return scores.iloc[:0]  # no turns: scenario_turns gives its empty table
+    catalog = per_trial.attrs.get("scorer_catalog") or []
+    if not any(item["scorer"] == "assert" for item in catalog):
+        return pd.DataFrame(columns=["scorer"])  # no turns: scenario_turns gives its empty table
 
     from bench_pipeline.warehouse.columns import read_columns
 
@@ -217,9 +307,19 @@ def assert_rows(warehouse: Warehouse, run_id: str, scores: pd.DataFrame) -> pd.D
     return R.latest_scores(rows) if len(rows) else rows
 
 
+# The steps over a million rows: their temporaries go back to the OS before the next step makes
+# its own (a trim walks the heap: ~3 ms after a compacted run, ~0.1 s after thousands of small
+# files, so only where it pays).
+_TRIM_AFTER = {"baseline run", "config x task sums", "paired comparison", "task grid"}
+
+
 def _timed(timings: dict[str, float], label: str, fn: Callable[[], T]) -> T:
+    from bench_pipeline.warehouse.columns import release_memory
+
     start = time.perf_counter()
     out = fn()
+    if label in _TRIM_AFTER:
+        release_memory()
     timings[label] = timings.get(label, 0.0) + time.perf_counter() - start
     return out
 
@@ -232,22 +332,35 @@ def compute_derived(
     use_pinned_baseline: bool = True,
     chart_dir: Path | None = None,
 ) -> Derived:
+    from bench_pipeline.warehouse.columns import system_memory_pool
+
+    with system_memory_pool():
+        return _compute_derived(
+            warehouse,
+            run_id,
+            baseline_run_id=baseline_run_id,
+            use_pinned_baseline=use_pinned_baseline,
+            chart_dir=chart_dir,
+        )
+
+
+def _compute_derived(
+    warehouse: Warehouse,
+    run_id: str,
+    *,
+    baseline_run_id: str | None,
+    use_pinned_baseline: bool,
+    chart_dir: Path | None,
+) -> Derived:
     import pandas as pd
 
     from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
 
     timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    trials, scores, rows = _timed(
-        timings, "read trials + scores", lambda: derived_rows(warehouse, run_id)
-    )
-    if trials.empty:
+    trials, scores, per_trial = derived_per_trial(warehouse, run_id, timings)
+    if per_trial is None:
         raise LookupError(f"run {run_id} has no trials yet")
-    per_trial = _timed(
-        timings,
-        "per-trial results",
-        lambda: R.latest_trial_overall(trials, scores, trials_are_latest=True, trial_rows=rows),
-    )
     notes: list[str] = []
     status = status_of(warehouse, run_id) or {}
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
@@ -278,36 +391,41 @@ def compute_derived(
         else:
 
             def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-                bt, bs, b_rows = derived_rows(warehouse, base_id)
-                if bt.empty:
+                bt, bs, bpt = derived_per_trial(warehouse, base_id)
+                if bpt is None:
                     return None, None
-                bpt = R.latest_trial_overall(bt, bs, trials_are_latest=True, trial_rows=b_rows)
                 return R.config_table(bt, bs, per_trial=bpt), bpt
 
             baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
+    # per-(config, task) sums: the config table and the table by tag both start from them
+    cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     table = _timed(
         timings,
         "config table",
-        lambda: R.config_table(trials, scores, baseline_table, per_trial=per_trial),
+        lambda: R.config_table(trials, scores, baseline_table, per_trial=per_trial, cells=cells),
     )
     table = _annotate_controls(_annotate_judge(table, run, scorers, judge), run)
-    grid = _timed(
-        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
-    )
     recs = _timed(timings, "recommendations", lambda: R.recommend(table))
     frontier = _timed(timings, "pareto frontier", lambda: R.pareto_frontier(table))
     by_tag = _timed(
         timings,
         "config table by tag",
-        lambda: _annotate_controls(R.config_table_by_tag(trials, scores, per_trial=per_trial), run),
+        lambda: _annotate_controls(
+            R.config_table_by_tag(trials, scores, per_trial=per_trial, cells=cells), run
+        ),
     )
     comparison = _timed(
         timings,
         "paired comparison",
         lambda: R.compare_all(trials, scores, per_trial=per_trial),
+    )
+    # the grid last of the million-row steps: it keeps a Python string per trial (its trial_ids
+    # lists), and the other steps' temporaries then sit on less
+    grid = _timed(
+        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
     )
     if baseline_table is not None and base_id:
         regressions = _timed(
@@ -333,7 +451,7 @@ def compute_derived(
         "config_table": table,
         "task_grid": grid,
         "recommendations": _timed(
-            timings, "recommendations", lambda: R.recommendations_frame(table)
+            timings, "recommendations", lambda: R.recommendations_frame(table, recommended=recs)
         ),
         "pareto_frontier": frontier,
         "config_table_by_tag": by_tag,
@@ -345,7 +463,7 @@ def compute_derived(
         "scenario_turns": _timed(
             timings,
             "scenario turns",
-            lambda: scenario_turns(assert_rows(warehouse, run_id, scores)),
+            lambda: scenario_turns(assert_rows(warehouse, run_id, per_trial)),
         ),
     }
     for frame in tables.values():

@@ -10,20 +10,200 @@ Arrow-backed strings, lists as Arrow lists. No Python object per row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import ctypes
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from bench_pipeline.warehouse.store import CorruptFileError, Warehouse, _readable, table_schema
+
+
+def release_memory() -> None:
+    """Hand freed memory back to the OS: Arrow's pool keeps decode buffers, and glibc's heap
+    keeps the freed pages of the many ~8 MiB arrays a million rows make (its mmap threshold
+    grows to their size after the first ones are freed, so later ones come from the heap and
+    stay there). Without it, each step's temporaries sit on top of the last step's garbage."""
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:  # glibc only; elsewhere the allocator keeps what it keeps
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def system_memory_pool() -> Iterator[None]:
+    """Arrow allocations inside the block from the system allocator (every buffer remembers
+    its pool, so switching back after is safe): mimalloc, Arrow's default, keeps the pages of
+    freed buffers for reuse, and at a million rows those are hundreds of MiB of peak RSS."""
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
 
 
 def _pandas_type(arrow_type: pa.DataType) -> object:
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         return pd.ArrowDtype(arrow_type)
     return None
+
+
+# Few big files (a compacted run): the scanner's default read-ahead (16 batches, 4 files) holds
+# ~150 MiB of decoded batches of a 5M-row table at once and is slower on 2 cores, not faster:
+# one batch (a row group) ahead. Many small files (a run as written, one per partition): the
+# read-ahead is what overlaps opening one file with decoding the last, keep it.
+FEW_FILES = 16
+_LEAN = {"batch_size": 65536, "batch_readahead": 1, "fragment_readahead": 1}
+
+
+def _format(dictionary: Sequence[str], few: bool) -> ds.ParquetFileFormat:
+    # pre_buffer off for big files: on, the reader fetches every row group's column chunks of a
+    # file up front and keeps them while it decodes (+100 MiB on a 5M-row file)
+    return ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)),
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=not few),
+    )
+
+
+def _fields(
+    table: str, columns: Sequence[str], dictionary: Sequence[str]
+) -> tuple[list[str], list[str], list[pa.Field]]:
+    """(the columns the table has, the dictionary ones among them, the fields to read)."""
+    schema = table_schema(table)
+    assert schema is not None, f"{table} has no fixed schema"
+    columns = [c for c in columns if c in schema.names]
+    cats = [c for c in dictionary if c in columns]
+    fields = [
+        pa.field(c, pa.dictionary(pa.int32(), schema.field(c).type))
+        if c in cats
+        else schema.field(c)
+        for c in columns
+    ]
+    return columns, cats, fields
+
+
+def read_arrow(
+    warehouse: Warehouse,
+    table: str,
+    run_id: str,
+    columns: Sequence[str],
+    *,
+    dictionary: Sequence[str] = (),
+    where: ds.Expression | None = None,
+    files: Sequence[Path] | None = None,
+) -> pa.Table:
+    """`columns` of a run's `table` (a table with a fixed schema) as an Arrow table, rows in
+    `Warehouse.read` order; `dictionary` string columns come back dictionary-encoded (one
+    dictionary per batch: Parquet's own dictionary pages when the writer kept them, so a
+    column of repeated trial ids costs an int32 per row, not a string). Empty with those
+    columns when nothing was written yet. `files`: the run's files as listed before."""
+    columns, cats, fields = _fields(table, columns, dictionary)
+    files = list(files) if files is not None else warehouse.files(table, run_id)
+    if not files:
+        return pa.schema(fields).empty_table()
+    few = len(files) <= FEW_FILES
+    try:
+        data = ds.dataset(
+            [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, few)
+        )
+        return data.to_table(columns=columns, filter=where, **(_LEAN if few else {}))
+    except Exception as exc:
+        bad = [f for f in files if not _readable(f)]
+        if bad:
+            raise CorruptFileError(bad[0], exc) from None
+        raise
+
+
+def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """`values` (strings, e.g. the trials' ids) and the dictionaries of `keys` (a
+    dictionary-encoded column, e.g. the score rows' trial ids) looked up among `values`: (for
+    every value the position of the first value equal to it, so `values` are unique exactly
+    when it is 0, 1, 2, ...; for every row of `keys` the position of the first equal value, -1
+    when none or null), both int32. Only the chunks' dictionaries are looked up, each distinct key
+    once per chunk, then their indices mapped: no string per key row is ever made."""
+    out = np.full(len(keys), -1, dtype=np.int32)
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32), out
+    chunks = [c for c in keys.chunks if len(c)]
+    kind = values.type
+    dicts = [c.dictionary for c in chunks]
+    if any(d.type != kind for d in dicts):  # (string vs large_string: one type to compare)
+        kind = pa.large_string()
+        dicts = [d.cast(kind) for d in dicts]
+        values = values.cast(kind)
+    value_set = values.combine_chunks()
+    # Unique values (the usual case) are their own first positions; only repeated ones (resumed
+    # trials) are looked up among themselves. One hash table at a time: at a million ids each
+    # is ~50 MiB, and the peak RSS of the route is made of such temporaries.
+    if len(pc.unique(value_set)) == n:
+        first = np.arange(n, dtype=np.int32)
+    else:
+        first = _positions(pc.index_in(value_set, value_set=value_set))
+    if not dicts:
+        return first, out
+    found = _positions(pc.index_in(pa.concat_arrays(dicts), value_set=value_set))
+    del dicts, value_set
+    start, base = 0, 0
+    for chunk in chunks:
+        idx = _indices(chunk)  # nulls come back as 0 ...
+        part = found[base + idx] if len(chunk.dictionary) else np.full(len(chunk), -1, np.int32)
+        if chunk.null_count:  # ... so mask them
+            part = np.where(chunk.is_valid().to_numpy(zero_copy_only=False), part, -1)
+        out[start : start + len(chunk)] = part
+        start += len(chunk)
+        base += len(chunk.dictionary)
+    return first, out
+
+
+def _positions(found: pa.Array) -> np.ndarray:
+    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+
+
+def _indices(array: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary indices as integers, 0 where null (numpy has no null integer: Arrow
+    would make them floats)."""
+    idx = array.indices
+    return (pc.fill_null(idx, 0) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+
+
+def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
+    """An Arrow table from `read_arrow` as a compact frame: dictionary columns as categoricals
+    with sorted categories (as `astype("category")` sorts them; `unsorted` ones in the order
+    met), lists as Arrow lists, other strings Arrow-backed. Frees the Arrow buffers."""
+    cats = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type)]
+    big = arrow.nbytes > 2**26
+    # split_blocks + self_destruct: each Arrow column is freed as soon as it is converted
+    frame = arrow.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
+    del arrow
+    if big:  # hand the decode buffers back to the OS now: the allocator would keep them, and
+        # at a million trials they are hundreds of MiB the tables computed next cannot reuse
+        release_memory()
+    for col in cats:
+        s = frame[col]
+        if not isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype("category")
+        if col not in unsorted:
+            ordered = s.cat.categories.sort_values()
+            if not s.cat.categories.equals(ordered):
+                s = s.cat.reorder_categories(ordered)
+        frame[col] = s
+    return frame
 
 
 def read_columns(
@@ -42,42 +222,137 @@ def read_columns(
     met (cheaper for many distinct values, e.g. trial ids used only as join keys). Empty with
     those columns when nothing was written yet. `files`: the run's files as listed before
     (`warehouse.files(table, run_id)`), so that two reads see the same files."""
-    schema = table_schema(table)
-    assert schema is not None, f"{table} has no fixed schema"
-    columns = [c for c in columns if c in schema.names]
-    cats = [c for c in (*categorical, *unsorted) if c in columns]
-    fields = [
-        pa.field(c, pa.dictionary(pa.int32(), schema.field(c).type))
-        if c in cats
-        else schema.field(c)
-        for c in columns
-    ]
+    arrow = read_arrow(
+        warehouse,
+        table,
+        run_id,
+        columns,
+        dictionary=[*categorical, *unsorted],
+        where=where,
+        files=files,
+    )
+    return to_frame(arrow, unsorted=unsorted)
+
+
+def iter_batches(
+    warehouse: Warehouse,
+    table: str,
+    run_id: str,
+    columns: Sequence[str],
+    *,
+    dictionary: Sequence[str] = (),
+    files: Sequence[Path] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """`read_arrow`'s rows as record batches, in the same order and with the same fields (a
+    column a file lacks comes back null), so that a reader can reduce them one at a time
+    instead of holding them all. A few big files are read file by file, a row group at a time,
+    on demand: the dataset scanner decodes ahead in the background while a slow consumer works
+    and so, at a million trials in one file, holds most of the table after all. Many small
+    files go through the scanner, whose read-ahead is then a few small files."""
+
+    columns, cats, fields = _fields(table, columns, dictionary)
     files = list(files) if files is not None else warehouse.files(table, run_id)
-    if not files:
-        arrow = pa.schema(fields).empty_table()
-    else:
-        fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=cats))
+    if len(files) > FEW_FILES:
         try:
-            arrow = ds.dataset([str(f) for f in files], schema=pa.schema(fields), format=fmt)
-            arrow = arrow.to_table(columns=columns, filter=where)
+            data = ds.dataset(
+                [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, False)
+            )
+            yield from data.to_batches(columns=columns)
         except Exception as exc:
             bad = [f for f in files if not _readable(f)]
             if bad:
                 raise CorruptFileError(bad[0], exc) from None
             raise
-    # split_blocks + self_destruct: each Arrow column is freed as soon as it is converted
-    frame = arrow.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
-    del arrow
-    # Hand the decode buffers back to the OS now: the allocator would keep them, and at a
-    # million trials they are hundreds of MiB the tables computed next cannot reuse.
-    pa.default_memory_pool().release_unused()
-    for col in cats:
-        s = frame[col]
-        if not isinstance(s.dtype, pd.CategoricalDtype):
-            s = s.astype("category")
-        if col not in unsorted:
-            ordered = s.cat.categories.sort_values()
-            if not s.cat.categories.equals(ordered):
-                s = s.cat.reorder_categories(ordered)
-        frame[col] = s
-    return frame
+        return
+    yield from _ahead(_file_batches(files, columns, cats, fields))
+
+
+def _ahead(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
+    """`batches`, decoded by a thread up to `depth` batches ahead of the consumer: Arrow
+    decodes without the GIL while the consumer's numpy runs, and the bound keeps memory at a
+    few batches (an error in the thread is raised here, in order)."""
+    import queue
+    import threading
+
+    box: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                box.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the consumer has gone
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                if not offer(batch):
+                    return
+            offer(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            offer(exc)
+
+    worker = threading.Thread(target=produce, name="parquet-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = box.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()  # the consumer stopped early (a fall back): let the thread end
+        worker.join()
+
+
+def _file_batches(
+    files: list[Path], columns: list[str], cats: list[str], fields: list[pa.Field]
+) -> Iterator[pa.RecordBatch]:
+    """iter_batches' few-files reading: file by file, a row group at a time, on demand."""
+    import pyarrow.parquet as pq
+
+    for path in files:
+        try:
+            handle = pq.ParquetFile(path, read_dictionary=cats, pre_buffer=False)
+            have = set(handle.schema_arrow.names)
+            for batch in handle.iter_batches(
+                batch_size=_LEAN["batch_size"], columns=[c for c in columns if c in have]
+            ):
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        (
+                            batch.column(f.name)
+                            if batch.schema.field(f.name).type == f.type
+                            else batch.column(f.name).cast(f.type)
+                        )
+                        if f.name in have
+                        else pa.nulls(batch.num_rows, f.type)
+                        for f in fields
+                    ],
+                    schema=pa.schema(fields),
+                )
+        except Exception as exc:
+            if not _readable(path):
+                raise CorruptFileError(path, exc) from None
+            raise
+
+
+def dictionary_values(column: pa.ChunkedArray) -> set[object]:
+    """The distinct non-null values of a dictionary-encoded column (dictionaries may hold
+    entries no row uses: only the used ones count)."""
+    out: set[object] = set()
+    for chunk in column.chunks:
+        if len(chunk) == 0 or chunk.null_count == len(chunk):
+            continue
+        if len(chunk.dictionary) == 1:  # (a run's file: one run id, nothing to count)
+            out.add(chunk.dictionary[0].as_py())
+            continue
+        valid = chunk.indices.drop_null().to_numpy(zero_copy_only=False)
+        out.update(chunk.dictionary.take(pa.array(np.unique(valid))).to_pylist())
+    return out
