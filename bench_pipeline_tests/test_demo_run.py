@@ -209,7 +209,12 @@ def test_bench_report_is_one_offline_html_file(demo: dict, tmp_path: Path) -> No
     assert code == 0, err
     html = out.read_text()
     assert "http://" not in html and "https://" not in html
-    assert "<svg" in html  # the Pareto chart, inline
+    # The Pareto chart is drawn in the page from the frontier of each axis pair, embedded with
+    # the page ("<svg" alone would be found in the page's script text whatever the data).
+    data = json.loads(html.split('id="bench-data">', 1)[1].split("</script>", 1)[0])
+    cost_overall = {r["config_id"]: r for r in data["frontiers"]["avg_cost_usd|overall"]}
+    assert set(cost_overall) == {"replay", "reference", "noop"}
+    assert cost_overall["reference"]["on_frontier"] is True
     assert "amount-precision" in html  # the task x config grid
     assert "reference" in html and "noop" in html  # the config table
     assert not any(tag in html for tag in ("<script src", "<link ", "@import"))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run, run_exists
 from bench_pipeline.runs.paths import BenchPaths
 
@@ -80,7 +81,4 @@ def check_output_file(path: str | Path, flag: str) -> Path:
 
 def write_output_file(path: str | Path, text: str) -> None:
     """Write a whole file or nothing: a reader never sees half a report."""
-    out = Path(path)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    replace_text(path, text)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from bench_pipeline.cli import common
+from bench_pipeline.formats.files import installed_program
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -33,10 +33,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def installed_script(name: str) -> str:
     """A console script of this installation: beside the running interpreter (a venv's bin/,
     which need not be on PATH), else on PATH."""
-    beside = Path(sys.executable).with_name(name)
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which(name)
+    found = installed_program(name)
     if found is None:
         raise common.CliError(
             f"`{name}` is not installed next to {sys.executable} nor on PATH; "

@@ -13,6 +13,7 @@ import dagster as dg
 
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.recorded import execute_recorded
+from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
 
@@ -50,9 +51,7 @@ def ensure_dagster_home(paths: BenchPaths) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
-        tmp.write_text(instance_yaml(home))
-        os.replace(tmp, config)
+        replace_text(config, instance_yaml(home))
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

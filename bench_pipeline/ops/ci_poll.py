@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench_pipeline.formats.files import replace_text
 from bench_pipeline.ops.github import FAILURE, PENDING, SUCCESS, ChecksClient, summarize, verdict
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run
 from bench_pipeline.scorers.base import SCORE_SCORED, ScoreResult
@@ -293,9 +294,7 @@ def _append(report: PollReport, trial: dict[str, Any], result: ScoreResult) -> N
 
 def _write_evidence(folder: Path, record: dict[str, Any]) -> None:
     try:
-        tmp = folder / f".{CI_RESULT_FILE}.{uuid.uuid4().hex}.tmp"
-        tmp.write_text(json.dumps(record, indent=2, default=str))
-        os.replace(tmp, folder / CI_RESULT_FILE)
+        replace_text(folder / CI_RESULT_FILE, json.dumps(record, indent=2, default=str))
     except OSError as exc:  # the score row is the record; evidence is a convenience
         log.warning("ci: cannot write %s in %s: %s", CI_RESULT_FILE, folder, exc)
 

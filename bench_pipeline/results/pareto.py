@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bench_pipeline.formats.files import replace_text
+
 from ._common import EPS
 
 if TYPE_CHECKING:
@@ -251,11 +253,10 @@ def pareto_chart(
     if fmt not in {"png", "svg"}:
         raise ValueError(f"chart path must end in .png or .svg, got {path.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     if fmt == "svg":
-        tmp.write_text(_svg(frontier, x, y, baseline_config), encoding="utf-8")
-    else:
-        _figure(frontier, x, y, baseline_config).savefig(tmp, format="png", dpi=120)
+        return replace_text(path, _svg(frontier, x, y, baseline_config))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _figure(frontier, x, y, baseline_config).savefig(tmp, format="png", dpi=120)
     os.replace(tmp, path)
     return path
 

@@ -60,12 +60,6 @@ class Derived:
     def baseline_config(self) -> str | None:
         return next((c.id for c in self.run.launch.configs if c.agent.kind == "replay"), None)
 
-    def chart_svg(self) -> str:
-        """The Pareto chart as SVG text (drawn on demand: only the HTML report needs it)."""
-        return R.pareto_chart_svg(
-            self.tables["pareto_frontier"], baseline_config=self.baseline_config
-        )
-
     def meta(self) -> dict[str, Any]:
         run = self.run
         return {

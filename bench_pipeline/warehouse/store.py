@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.files import installed_program, replace_text
 from bench_pipeline.formats.serialize import readable_json
 
 if TYPE_CHECKING:  # pyarrow, pandas and DuckDB load on the first read or write, not at import
@@ -210,10 +211,7 @@ class Warehouse:
         """Atomically (temp file + rename) write a text file under the root."""
         target = self.root / relpath
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-        return target
+        return replace_text(target, text)
 
     def read_json(self, relpath: str) -> Any:
         return json.loads((self.root / relpath).read_text())
@@ -363,14 +361,10 @@ def duckdb_shell() -> str | None:
     """The DuckDB shell that writes the views file: `BENCH_DUCKDB_SHELL` when set (`none`:
     Python's duckdb writes it), else the one installed beside this interpreter (duckdb-cli),
     else one on PATH."""
-    import shutil
-    import sys
-
     chosen = os.environ.get("BENCH_DUCKDB_SHELL")
     if chosen:
         return None if chosen == "none" else chosen
-    beside = Path(sys.executable).parent / "duckdb"
-    return str(beside) if os.access(beside, os.X_OK) else shutil.which("duckdb")
+    return installed_program("duckdb")
 
 
 def _write_views(path: Path, statements: list[str]) -> None:
