@@ -222,3 +222,84 @@ def test_a_worker_without_dagster_home_loads_the_same_instance_from_a_runs_refer
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["PooledSqliteRunStorage", "DagsterRunStatus.SUCCESS"]
+
+
+def _schema(path: Path) -> tuple[list[tuple[str, str, str]], list[str], str]:
+    """(every table, index and trigger with its SQL; the alembic revision; the journal mode)."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        objects = conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY 1, 2"
+        ).fetchall()
+        revision = [r for (r,) in conn.execute("SELECT version_num FROM alembic_version")]
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        return objects, revision, mode
+    finally:
+        conn.close()
+
+
+def test_a_new_runs_event_log_is_the_file_dagster_would_make_without_loading_migrations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run has its own event-log file. Dagster initialises it through alembic, which loads
+    every migration script to find the head revision; bench copies an empty file made once by
+    Dagster's own initialisation. The copy must be what Dagster makes: same tables, indexes,
+    revision and WAL mode, read by Dagster's plain storage, and no migration loaded per run."""
+    from alembic.script import ScriptDirectory
+
+    from bench_pipeline.defs.launcher import instance_yaml
+
+    @dg.op
+    def hello(context) -> int:  # noqa: ANN001 - Dagster reads the annotation at run time
+        context.log.info("hello")
+        return 1
+
+    @dg.job
+    def tiny() -> None:
+        hello()
+
+    homes = {"plain": tmp_path / "plain", "bench": tmp_path / "bench"}
+    (homes["plain"]).mkdir()
+    (homes["plain"] / "dagster.yaml").write_text(PLAIN_YAML)
+    homes["bench"].mkdir()
+    (homes["bench"] / "dagster.yaml").write_text(instance_yaml(homes["bench"]))
+    loaded: list[int] = []
+    real = ScriptDirectory.from_config.__func__
+
+    def counting(cls, config):  # noqa: ANN001, ANN202 - alembic's own signature
+        loaded.append(1)
+        return real(cls, config)
+
+    run_ids: dict[str, list[str]] = {}
+    for name, home in homes.items():
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        instance = dg.DagsterInstance.from_config(str(home))
+        try:
+            run_ids[name] = [tiny.execute_in_process(instance=instance).run_id]
+            if name == "bench":  # the empty file exists now: later runs copy it
+                monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(counting))
+                run_ids[name] += [tiny.execute_in_process(instance=instance).run_id for _ in "ab"]
+                monkeypatch.undo()
+        finally:
+            instance.dispose()
+    assert loaded == []  # two runs, two new event-log files, no migration script loaded
+
+    plain_file = homes["plain"] / "history" / "runs" / f"{run_ids['plain'][0]}.db"
+    expected = _schema(plain_file)
+    assert expected[1] and expected[2] == "wal"
+    for run_id in run_ids["bench"]:
+        path = homes["bench"] / "history" / "runs" / f"{run_id}.db"
+        assert _schema(path) == expected
+        assert path.stat().st_mode & 0o777 == plain_file.stat().st_mode & 0o777
+    # Dagster's plain storage reads every run bench wrote, with its events.
+    instance = _instance(homes["bench"], PLAIN_YAML)
+    try:
+        for run_id in run_ids["bench"]:
+            assert instance.get_run_by_id(run_id).is_success
+            assert any(e.user_message == "hello" for e in instance.all_logs(run_id))
+        # Dagster lists runs by their files: the empty one beside them is not a run.
+        assert sorted(instance.event_log_storage.get_all_run_ids()) == sorted(run_ids["bench"])
+    finally:
+        instance.dispose()
