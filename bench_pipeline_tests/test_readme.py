@@ -151,3 +151,39 @@ def test_the_readme_run_command_fits_the_launch_cost_cap(tmp_path: Path) -> None
     prices = load_prices(FactoryView(launch.factory_root))
     cap = estimate_launch(launch, prices, Warehouse(str(tmp_path / "warehouse")))["cost_cap_usd"]
     assert cap is not None and cap <= limit, (cap, limit)
+
+
+def test_the_warm_server_commands_work_as_written(repo_root: tuple[Path, dict[str, str]]) -> None:
+    """`bench serve &`, a run handed to it, `bench serve --stop`: as the README shows them."""
+    root, env = repo_root
+    commands = bash_commands(section("Commands"))
+    start = next(c for c in commands if c.endswith("serve &"))
+    rest = commands[commands.index(start) + 1 :]
+    assert rest and rest[-1].endswith("serve --stop")
+    log = root / "serve.log"
+    server = subprocess.Popen(
+        ["bash", "-c", f"exec {start.removesuffix('&').strip()} 2> {log}"],
+        cwd=root,
+        env={**env, "DAGSTER_DISABLE_TELEMETRY": "1"},
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "ready on" not in (log.read_text() if log.exists() else ""):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        for command in rest:
+            proc = subprocess.run(
+                ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True
+            )
+            assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-2000:])
+            assert "Traceback" not in proc.stderr, (command, proc.stderr)
+        assert server.wait(timeout=120) == 0
+        served = log.read_text()
+        assert "runs bench run data/example/factory/launches/demo.yaml" in served, served
+        assert not (root / ".bench" / "serve.sock").exists()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

@@ -18,6 +18,10 @@ descendants are printed next to wall time: on a shared machine they move far les
 runs N = 1, <tasks> and <tasks> x <reps> trials of each and solves
 wall = fixed + N x per_trial (and the same for CPU) by least squares over every round's points.
 
+`--serve` hands every `bench run` to one `bench serve` started first (a warm process,
+bench_pipeline/cli/serve.py) on one home kept across the measurements, as a user's machine
+keeps it: the same `bench` command, without its start-up.
+
 Only the floor and bench are compared (no other harness is run).
 """
 
@@ -212,10 +216,19 @@ def bench_env(home: Path) -> dict[str, str]:
 
 
 def time_bench(fx: Fixture, home: Path, n_tasks: int, reps: int, jobs: int) -> float:
-    """Wall time of `bench run` in a fresh process and a fresh home; fails unless every trial
-    ran and passed (a measurement of broken trials would be no measurement)."""
+    """Wall time of `bench run` in a fresh process (handed to `bench serve` when one runs on
+    `home`); fails unless every trial ran and passed (a measurement of broken trials would be
+    no measurement)."""
     bench = Path(sys.executable).parent / "bench"
-    argv = [str(bench), "run", str(fx.launch(n_tasks)), "--parallel", str(jobs)]
+    argv = [
+        str(bench),
+        "--home",
+        str(home),
+        "run",
+        str(fx.launch(n_tasks)),
+        "--parallel",
+        str(jobs),
+    ]
     argv += ["--repeats", str(reps), "--quiet", "--json"]
     start = time.perf_counter()
     proc = subprocess.run(argv, env=bench_env(home), capture_output=True, text=True)
@@ -224,6 +237,25 @@ def time_bench(fx: Fixture, home: Path, n_tasks: int, reps: int, jobs: int) -> f
         raise RuntimeError(f"bench run exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     check_bench_result(proc.stdout, n_tasks * reps)
     return elapsed
+
+
+def start_server(home: Path) -> subprocess.Popen[bytes]:
+    """`bench serve` on `home`, once it says it is ready."""
+    home.mkdir(parents=True)
+    log = home / "serve.log"
+    bench = Path(sys.executable).parent / "bench"
+    server = subprocess.Popen(
+        [str(bench), "--home", str(home), "serve"],
+        env=bench_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+    deadline = time.monotonic() + 300
+    while "ready on" not in log.read_text():
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"bench serve did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    return server
 
 
 def check_bench_result(stdout: str, trials: int) -> None:
@@ -290,6 +322,9 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 1 round, 5 tasks x 2 reps, 2 jobs"
     )
+    parser.add_argument(
+        "--serve", action="store_true", help="hand every bench run to one warm `bench serve`"
+    )
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # each round's line as it is measured
     # SIGTERM/SIGHUP leave through the `with` below, so the temp folder is removed.
@@ -310,7 +345,12 @@ def main() -> None:
         def floor(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             return measured(lambda: time_plain(scripts[size], jobs))
 
+        served = tmpdir / "served-home" if args.serve else None
+        server = start_server(served) if served else None
+
         def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
+            if served is not None:
+                return measured(lambda: time_bench(fx, served, size[0], size[1], jobs))
             home = homes.new()
             try:
                 return measured(lambda: time_bench(fx, home, size[0], size[1], jobs))
@@ -324,6 +364,7 @@ def main() -> None:
         print(
             f"fixture: {args.tasks} tasks x {args.reps} reps = {full} trials; pytest grader; "
             f"agent isolation: {args.isolation}; rounds: {args.rounds}; jobs: {args.jobs}"
+            + ("; bench: handed to a warm `bench serve`" if served else "")
         )
         print(f"cores: {os.cpu_count()}; load average at start: {os.getloadavg()[0]:.2f}")
         print(
@@ -385,6 +426,9 @@ def main() -> None:
                 print(
                     f"  {_jobs(jobs)}  {tool}:  {shown[0]}   |  {shown[1]}   (wall medians {medians})"
                 )
+        if server is not None:
+            server.terminate()  # `bench serve` stops cleanly on SIGTERM
+            server.wait(timeout=60)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Each round runs, in a fresh process each and interleaved so machine noise hits a
 rounds (a warm machine: one uncounted warm-up run first). Printed: medians over the rounds,
 the same-round differences and ratios, and the harness's peak RSS (VmHWM) in the run.
 `--tree` measures another checkout of the code (e.g. an older commit unpacked with
-`git archive`) with the same interpreter and packages.
+`git archive`) with the same interpreter and packages. `--serve` also starts `bench serve`
+(a warm process, bench_pipeline/cli/serve.py) for each checkout that has it and times the
+same `bench run` handed to it: "bench run (served)", through the real `bench` entry point.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ tasks: [amount-precision]
 scorers: [checks]
 max_parallel: 1
 """
+
+# `bench` as its console script runs it: handed to a running `bench serve` when there is one.
+ENTRY = "import sys; from bench_pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
 
 # Runs `bench` in-process and prints its peak RSS (VmHWM: its own, not a forked parent's).
 BENCH = """
@@ -112,8 +117,12 @@ def main() -> None:
         help="a checkout to measure (repeat to compare checkouts in the same rounds; "
         "default: this one)",
     )
+    parser.add_argument(
+        "--serve", action="store_true", help="also time `bench run` handed to `bench serve`"
+    )
     args = parser.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
+    servers: list[subprocess.Popen[bytes]] = []
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         tmpdir = Path(tmp)
@@ -144,9 +153,17 @@ def main() -> None:
                 "floor (bash)": ["bash", str(script)],
                 "bench run": [py, "-c", BENCH, "run", str(launch), "--quiet", "--json"],
             }
+            if args.serve and (tree / "bench_pipeline" / "cli" / "serve.py").exists():
+                served_home = tmpdir / f"served-{i}"
+                served_home.mkdir()
+                servers.append(start_server(py, served_home, env))
+                commands["bench run (served)"] = [
+                    *[py, "-c", ENTRY, "--home", str(served_home)],
+                    *["run", str(launch), "--quiet", "--json"],
+                ]
             plans.append((str(tree), env, commands))
         for _tree, env, _commands in plans:
-            Path(env["BENCH_HOME"]).mkdir(parents=True)
+            Path(env["BENCH_HOME"]).mkdir(parents=True, exist_ok=True)
         # Warm-up, uncounted: the Dagster instance is created, the page cache is warm.
         for _tree, env, commands in plans:
             for argv in commands.values():
@@ -168,6 +185,9 @@ def main() -> None:
                     + ", ".join(f"{n} {t[-1]:.3f} s" for n, t in times[tree].items()),
                     file=sys.stderr,
                 )
+        for server in servers:
+            server.terminate()  # `bench serve` stops cleanly on SIGTERM
+            server.wait(timeout=60)
     for tree, _env, _commands in plans:
         report(tree, args.rounds, times[tree], rss[tree])
         # CPU time is what a loaded, shared machine distorts least.
@@ -178,7 +198,9 @@ def main() -> None:
     if len(plans) > 1:
         first, *others = [t for t, _e, _c in plans]
         for other in others:
-            for name in ("import definitions", "bench --help", "bench run"):
+            for name in ("import definitions", "bench --help", "bench run", "bench run (served)"):
+                if name not in times[other] or name not in times[first]:
+                    continue
                 for what, table in (("wall", times), ("CPU", cpus)):
                     ratios = [
                         a / b for a, b in zip(table[other][name], table[first][name], strict=True)
@@ -205,6 +227,34 @@ def report(tree: str, rounds: int, times: dict[str, list[float]], rss: list[int]
     )
     print(f"  bench run / floor:           {same_round('bench run', 'floor (bash)', '/'):.2f}x")
     print(f"  bench run peak RSS (VmHWM):  {statistics.median(rss) / 1024:.0f} MB")
+    if "bench run (served)" in times:
+        print(
+            f"  bench run (served) - floor:  "
+            f"{same_round('bench run (served)', 'floor (bash)', '-'):.3f} s"
+            "  (the same run handed to a warm `bench serve`)"
+        )
+        print(
+            f"  bench run (served) / floor:  "
+            f"{same_round('bench run (served)', 'floor (bash)', '/'):.2f}x"
+        )
+
+
+def start_server(py: str, home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`bench serve` for `home`, once it says it is ready."""
+    log = home / "serve.log"
+    server = subprocess.Popen(
+        [py, "-c", ENTRY, "--home", str(home), "serve"],
+        env=env,
+        cwd=env["BENCH_HOME"] if Path(env["BENCH_HOME"]).exists() else home,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+    deadline = time.monotonic() + 300
+    while "ready on" not in log.read_text():
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"bench serve did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    return server
 
 
 if __name__ == "__main__":

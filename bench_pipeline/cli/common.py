@@ -14,6 +14,7 @@ from bench_pipeline.runs.benchmark_run import BenchmarkRun, load_run, run_exists
 from bench_pipeline.runs.paths import BenchPaths
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 # add(name, handler, help=handler's docstring) -> the command's parser (`main.build_parser`)
 AddCommand = Callable[..., argparse.ArgumentParser]

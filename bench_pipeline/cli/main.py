@@ -11,10 +11,10 @@ import os
 import sys
 from collections.abc import Callable
 
-from bench_pipeline.cli import authoring, common, grading, results, running, ui
+from bench_pipeline.cli import authoring, common, grading, results, running, serve, ui
 from bench_pipeline.formats.errors import BenchInputError
 
-COMMAND_GROUPS = (running, results, grading, authoring, ui)
+COMMAND_GROUPS = (running, results, grading, authoring, ui, serve)
 
 # The use cases name the field they refuse; the user typed a flag. (`runs.start.apply_overrides`,
 # `runs.compare`, `runs.rescore.parse_scorers`, `authoring.from_commit`.)
@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for group in COMMAND_GROUPS:
         group.register(add)
+    # The command line itself, for `bench serve` to run the commands handed to it (passed, not
+    # imported there: this module imports every command module).
+    p.set_defaults(run_command=main)
     return p
 
 
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return common.EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return common.EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`bench results --json | head`): what it wanted it has. Point
         # stdout at /dev/null so the interpreter's final flush does not raise again.

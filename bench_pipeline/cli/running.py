@@ -186,6 +186,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         execute_run(run, paths, instance, progress=not args.quiet)
         status = "cancelled" if paths.cancel_flag(run.run_id).exists() else "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        print(
+            f"run {run.run_id} interrupted; finish it with `bench run --resume {run.run_id}`",
+            file=sys.stderr,
+        )
+        return common.EXIT_INTERRUPTED
     finally:
         # Agent files that changed while the run was in progress: the results say so.
         mark_finished(paths.warehouse, run.run_id, status, agent_drift=agent_drift(run))

@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from bench_pipeline.defs import run_config
-from bench_pipeline.defs.recorded import execute_recorded
+from bench_pipeline.defs.recorded import execute_recorded, prepare_recorded
 from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
@@ -67,7 +67,19 @@ def resource_config(paths: BenchPaths, progress: bool) -> dict[str, object]:
 
 
 def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
+    """Raise what made the run fail; Ctrl-C (Dagster reports it as a failed run with an
+    interrupted step) as KeyboardInterrupt, which the CLI reports as an interruption."""
     if not result.success:
+        interrupted = any(
+            e.is_failure
+            and e.step_failure_data is not None
+            and e.step_failure_data.error is not None
+            and e.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+            for e in result.all_events
+            if e.is_step_failure
+        )
+        if interrupted:
+            raise KeyboardInterrupt(what)
         failures = [e.message for e in result.all_events if e.is_failure]
         raise RuntimeError(
             f"{what} failed: {'; '.join(m for m in failures if m) or 'see the Dagster UI'}"
@@ -96,6 +108,15 @@ def execute_run(
         tags={"bench/run_id": run.run_id, "bench/suite": run.suite},
     )
     check_success(result, f"run {run.run_id}")
+
+
+def prepare_jobs() -> None:
+    """Resolve the jobs `bench` executes, once per process (`bench serve` does it before it
+    forks, so that no command pays it)."""
+    from bench_pipeline.defs.definitions import LAUNCH_JOB, RESCORE_JOB, RESULTS_JOB
+
+    for job in (LAUNCH_JOB, RESULTS_JOB, RESCORE_JOB):
+        prepare_recorded(job)
 
 
 def build_results(run_id: str, paths: BenchPaths, instance: dg.DagsterInstance) -> None:

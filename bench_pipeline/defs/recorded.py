@@ -41,6 +41,12 @@ def job_origin(job_name: str) -> Any:
     return RemoteRepositoryOrigin(location, REPOSITORY).get_job_origin(job_name)
 
 
+def prepare_recorded(job_name: str) -> None:
+    """Resolve `job_name` and its origin now rather than at its first execution."""
+    _job(job_name)
+    job_origin(job_name)
+
+
 def execute_recorded(
     job_name: str,
     *,

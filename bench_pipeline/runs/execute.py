@@ -29,6 +29,17 @@ if TYPE_CHECKING:  # the return type only: a launch never builds a frame here
 Partition = tuple[str, int]  # (config id, repetition)
 
 
+def _stop_when(
+    cancelled: Callable[[], bool],
+    interrupted: Callable[[], bool] | None,
+    stopping: threading.Event,
+) -> Callable[[], bool]:
+    def stop() -> bool:
+        return stopping.is_set() or cancelled() or (interrupted is not None and interrupted())
+
+    return stop
+
+
 def execute_partition(
     run: BenchmarkRun,
     config_id: str,
@@ -39,6 +50,7 @@ def execute_partition(
     progress: Callable[[dict[str, Any]], None] | None = None,
     retry_infra: bool = True,
     attempt_no: int = 1,
+    interrupted: Callable[[], bool] | None = None,
 ) -> pd.DataFrame:
     """Run one partition's trials that have no final result yet (a UI backfill or a celery
     step runs one partition); returns the partition's trial rows."""
@@ -50,6 +62,7 @@ def execute_partition(
         progress=progress,
         retry_infra=retry_infra,
         attempt_no=attempt_no,
+        interrupted=interrupted,
     ):
         pass
     return paths.warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
@@ -64,6 +77,7 @@ def execute_trials(
     progress: Callable[[dict[str, Any]], None] | None = None,
     retry_infra: bool = True,
     attempt_no: int = 1,
+    interrupted: Callable[[], bool] | None = None,
 ) -> Iterator[Partition]:
     """Run the trials of `partitions` that have no final result yet, all in one pool.
 
@@ -77,6 +91,10 @@ def execute_trials(
     Yields each partition, in the caller's thread, as its last trial ends (in completion
     order; at once for a partition with nothing left to run) while the other partitions'
     trials go on, so the caller can score it and report it then.
+
+    Ctrl-C in the caller's thread, a caller that stops early, and `interrupted` (Dagster's
+    deferred Ctrl-C or run termination, polled) stop the pool as `bench cancel` does: running
+    agents are killed, trials not started stay without a result for `--resume`.
     """
     warehouse = paths.warehouse
     # One partition (a backfill or celery step) reads only its own folder.
@@ -107,6 +125,7 @@ def execute_trials(
                 writer.flush(key)  # its held rows on disk before the caller reads them
                 finished.put(key)
 
+    stopping = threading.Event()  # the caller is gone (Ctrl-C in its thread, or it stopped early)
     ctx = TrialContext(
         run_id=run.run_id,
         suite=run.suite,
@@ -117,7 +136,7 @@ def execute_trials(
         work_root=paths.work_root,
         prepare_commands=run.launch.suite.prepare_commands,
         environ=dict(environ if environ is not None else os.environ),
-        cancelled=paths.cancel_flag(run.run_id).exists,
+        cancelled=_stop_when(paths.cancel_flag(run.run_id).exists, interrupted, stopping),
         attempt_no=attempt_no,
         on_trial_done=on_done,
         on_test_results=on_tests,
@@ -157,7 +176,13 @@ def execute_trials(
         while (key := finished.get()) is not None:
             reported.add(key)
             yield key
-    finally:  # even when the caller stops early: no trial outlives the call
+    except BaseException:
+        # Ctrl-C reaches this thread, not the pool's; a caller that stops early lands here
+        # too. The pool stops as on `bench cancel`: running agents killed, the rest left to
+        # `--resume`.
+        stopping.set()
+        raise
+    finally:  # no trial outlives the call
         worker.join()
     if failure:
         raise failure[0]

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+# Private, on purpose: Dagster defers Ctrl-C inside a step until the step's next event, and a
+# pool of trials yields none for minutes; the pool polls this to stop as `bench cancel` does.
+from dagster._utils.interrupts import check_captured_interrupt
+
 from bench_pipeline.defs.metadata import KINDS, OWNERS, rows_table
 from bench_pipeline.defs.partitions import register_configs, split_config_key, trial_partitions
 from bench_pipeline.defs.resources import BenchResource
@@ -154,7 +158,13 @@ def trials(context: dg.AssetExecutionContext, config: RunSelection, bench: Bench
     config_id, rep = part
     progress = trial_progress(len(run.taskset.tasks)) if bench.progress else None
     rows = execute_partition(
-        run, config_id, rep, paths, progress=progress, retry_infra=config.retry_infra
+        run,
+        config_id,
+        rep,
+        paths,
+        progress=progress,
+        retry_infra=config.retry_infra,
+        interrupted=check_captured_interrupt,
     )
     yield dg.MaterializeResult(metadata=trials_metadata(run, rows))
 

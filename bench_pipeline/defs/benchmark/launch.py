@@ -19,6 +19,10 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+# Private, on purpose: Dagster defers Ctrl-C inside a step until the step's next event, and a
+# pool of trials yields none for minutes; the pool polls this to stop as `bench cancel` does.
+from dagster._utils.interrupts import check_captured_interrupt
+
 from bench_pipeline.defs.benchmark.assets import scores_metadata, task_set_metadata, trials_metadata
 from bench_pipeline.defs.partitions import partition_key, register_configs
 from bench_pipeline.defs.resources import BenchResource
@@ -61,7 +65,12 @@ def launch(context: dg.OpExecutionContext, config: LaunchConfig, bench: BenchRes
     def materialized(partitions: list[Partition]) -> Iterator[dg.AssetMaterialization]:
         """Each partition's materializations as its last trial ends, while the others run."""
         for config_id, rep in execute_trials(
-            run, partitions, paths, progress=progress, retry_infra=config.retry_infra
+            run,
+            partitions,
+            paths,
+            progress=progress,
+            retry_infra=config.retry_infra,
+            interrupted=check_captured_interrupt,
         ):
             yield from partition_materializations(run, bench, config_id, rep)
 

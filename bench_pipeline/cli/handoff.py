@@ -1,0 +1,202 @@
+"""The `bench` entry point's first step: hand the command to a running `bench serve`.
+
+Kept to the standard library, so that a served command costs its process ~0.04 s (the
+command modules, argparse and their imports are the server's). What `bench serve` is, and
+what a served command keeps of its own process, is in `bench_pipeline.cli.serve`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+SOCKET_NAME = "serve.sock"
+# Commands that never go to the server: the server itself, and `ui`, which execs `dagster dev`.
+LOCAL_COMMANDS = frozenset({"serve", "ui"})
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_HEADER = struct.Struct("!I")
+_MAX_REQUEST = 16 * 1024 * 1024
+# Set in a served command's environment: a `bench` it starts (a script, a test) runs on its own.
+NO_SERVE_ENV = "BENCH_NO_SERVE"
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def socket_path(home: Path) -> Path:
+    return home / SOCKET_NAME
+
+
+def fingerprint() -> str:
+    """What decides which code a command runs: a server with another one must not run it."""
+    import bench_pipeline
+
+    package = Path(bench_pipeline.__file__).resolve().parent
+    digest = hashlib.sha256()
+    digest.update(f"{sys.executable}\0{sys.version}\0{package}\0".encode())
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):  # modules, and data files a module may read at import
+            st = os.stat(os.path.join(folder, name))
+            digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    # An install or upgrade adds or renames entries of site-packages: its folders' mtimes move.
+    for entry in sys.path:
+        if os.path.basename(entry) not in ("site-packages", "dist-packages"):
+            continue  # sys.path[0] is the script's folder, which differs between callers
+        with contextlib.suppress(OSError):
+            digest.update(f"{entry}\0{os.stat(entry or '.').st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def address_of(path: Path) -> Iterator[str]:
+    """A name for `path` that fits a Unix socket address (108 bytes): through the folder's
+    descriptor when the path is longer."""
+    if len(os.fsencode(str(path))) < 100:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode()
+    payload = _HEADER.pack(len(data)) + data
+    if fds:
+        sent = socket.send_fds(sock, [payload], fds)
+        sock.sendall(payload[sent:])
+    else:
+        sock.sendall(payload)
+
+
+def receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message (None at end of stream) and the descriptors that came with it."""
+    fds: list[int] = []
+    buffer = b""
+    while len(buffer) < _HEADER.size:
+        if max_fds and not fds:
+            chunk, fds, _flags, _addr = socket.recv_fds(sock, 65536, max_fds)
+        else:
+            chunk = sock.recv(65536)
+        if not chunk:
+            return None, fds
+        buffer += chunk
+    (size,) = _HEADER.unpack(buffer[: _HEADER.size])
+    if size > _MAX_REQUEST:
+        raise ValueError(f"message of {size} bytes")
+    buffer = buffer[_HEADER.size :]
+    while len(buffer) < size:
+        chunk = sock.recv(size - len(buffer))
+        if not chunk:
+            return None, fds
+        buffer += chunk
+    return json.loads(buffer[:size]), fds
+
+
+# --------------------------------------------------------------------------- the command's side
+
+
+def home_and_command(argv: list[str]) -> tuple[Path, str | None]:
+    """The bench home and the command `argv` names, read as `bench`'s parser would (its
+    global options are `--home X` and `--warehouse X`); None for no command or a help request."""
+    home: str | None = None
+    command: str | None = None
+    rest = iter(argv)
+    for arg in rest:
+        if arg in ("-h", "--help"):
+            return _default_home(None), None
+        if arg == "--home":
+            home = next(rest, None)
+        elif arg.startswith("--home="):
+            home = arg.split("=", 1)[1]
+        elif arg == "--warehouse":
+            next(rest, None)
+        elif not arg.startswith("-") and command is None:
+            command = arg
+            if any(a in ("-h", "--help") for a in rest):
+                return _default_home(home), None
+            break
+    return _default_home(home), command
+
+
+def _default_home(home: str | None) -> Path:
+    # As runs.paths.default_home and cli.common.paths_of (not imported: they are not light).
+    return Path(home or os.environ.get("BENCH_HOME") or Path.cwd() / ".bench").absolute()
+
+
+def hand_off(argv: list[str]) -> int | None:
+    """Run this command in the home's server: its exit code; None when there is no server to
+    use (then the command runs in this process)."""
+    home, command = home_and_command(argv)
+    if command is None or command in LOCAL_COMMANDS or os.environ.get(NO_SERVE_ENV):
+        return None
+    path = socket_path(home)
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with address_of(path) as address:
+            sock.connect(address)
+    except OSError:  # a server that died left its socket: run here
+        sock.close()
+        return None
+    with sock:
+        request = {
+            "argv": argv,
+            "env": dict(os.environ),
+            "cwd": os.getcwd(),
+            "umask": _umask(),
+            "fingerprint": fingerprint(),
+        }
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        try:
+            send(sock, request, [0, 1, 2])
+            reply, _ = receive(sock)
+        except OSError:
+            return None
+        if reply is None or "pid" not in reply:
+            return None  # stale or refused: the server said why on its own stderr
+        return _wait_for_exit(sock, int(reply["pid"]))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _wait_for_exit(sock: socket.socket, child: int) -> int:
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):
+            send(sock, {"signal": signum})
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
+    try:
+        while True:
+            try:
+                message, _ = receive(sock)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+            if message is None:
+                print(
+                    f"error: bench serve: the command's process {child} vanished", file=sys.stderr
+                )
+                return 1
+            if "exit" in message:
+                return int(message["exit"])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,308 @@
+"""`bench serve`: a warm process that runs bench commands, so that none pays the start-up.
+
+Before a `bench run` does anything it spends ~1.5 s importing Dagster, pandas and pyarrow
+(perf/startup.py); a one-trial run's own work is a fraction of that. `bench serve` imports
+them once, resolves the code location's jobs, and waits on a Unix socket in the bench home
+(`<home>/serve.sock`). While it runs, any `bench` command with the same home (except `serve`
+and `ui`) hands itself over (`bench_pipeline.cli.handoff`): the server forks a child, a copy
+of the warm process that shares no state with other commands, which takes the command's
+arguments, environment, working folder, umask and its stdin/stdout/stderr (the descriptors
+themselves, passed over the socket), runs it exactly as `bench` would, and sends back its
+exit code.
+
+- Signals: Ctrl-C, SIGTERM, SIGHUP and SIGQUIT sent to the command are forwarded to the child.
+  If the command's process disappears (kill -9), the child is interrupted as by Ctrl-C.
+- Staleness: the request carries a fingerprint of the code the command would run (the
+  interpreter, the package folder with every module's size and mtime, the installed
+  packages' folders). A server with another fingerprint (an upgrade, an edited checkout,
+  another venv) is not used: the command runs in its own process and the server exits.
+- Safety: the socket is created private (0600) and the server serves only its own user
+  (SO_PEERCRED).
+- `BENCH_NO_SERVE=1` runs a command in its own process whatever runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench_pipeline.cli import common
+from bench_pipeline.cli.handoff import (
+    NO_SERVE_ENV,
+    address_of,
+    fingerprint,
+    receive,
+    send,
+    socket_path,
+)
+
+# --------------------------------------------------------------------------- the server's side
+
+
+def warm_up() -> None:
+    """Import what commands need and resolve the code location's jobs, once, before any fork.
+
+    Nothing here may start a thread: a fork copies only the forking thread, so a lock another
+    thread held would stay held in every child."""
+    import pandas  # noqa: F401 - imported to be inherited warm by every command
+    import pyarrow.parquet  # noqa: F401
+
+    import bench_pipeline.results  # noqa: F401
+    import bench_pipeline.runs.derived  # noqa: F401
+    from bench_pipeline.defs.launcher import prepare_jobs
+
+    prepare_jobs()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Keep a warm process that runs this home's bench commands without start-up cost."""
+    paths = common.paths_of(args)
+    paths.home.mkdir(parents=True, exist_ok=True)
+    path = socket_path(paths.home)
+    if args.stop:
+        return _stop(path)
+    if _answers(path):
+        raise common.CliError(f"a server already runs on {path}; stop it with `bench serve --stop`")
+    started = time.perf_counter()
+    warm_up()
+    threads = threading.active_count()
+    if threads != 1:  # a fault of this code, not of the user's input
+        print(f"error: bench serve: {threads} threads after warm-up; not forking", file=sys.stderr)
+        return common.EXIT_FAILED
+    mine = fingerprint()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # left by a server that died (_answers said no one listens)
+    old_mask = os.umask(0o177)
+    try:
+        with address_of(path) as address:
+            listener.bind(address)
+    finally:
+        os.umask(old_mask)
+    listener.listen(16)
+    listener.settimeout(0.5)
+    stop = threading.Event()
+
+    def finish(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, finish)
+    print(
+        f"bench serve: ready on {path} (pid {os.getpid()}, warm in "
+        f"{time.perf_counter() - started:.1f} s); stop with Ctrl-C or `bench serve --stop`",
+        file=sys.stderr,
+        flush=True,
+    )
+    children: dict[int, socket.socket] = {}
+    try:
+        while not stop.is_set():
+            _reap(children)
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except InterruptedError:  # pragma: no cover
+                continue
+            try:
+                if _serve_one(conn, listener, mine, children, stop, args.run_command):
+                    continue
+            except (OSError, ValueError) as exc:
+                print(f"bench serve: a request failed: {exc}", file=sys.stderr, flush=True)
+            conn.close()
+    finally:
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        # Commands still running finish on their own: they are not the server's to stop.
+        for conn in children.values():
+            conn.close()
+    print("bench serve: stopped", file=sys.stderr, flush=True)
+    return common.EXIT_OK
+
+
+def _answers(path: Path) -> bool:
+    if not path.exists():
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with address_of(path) as address:
+            probe.connect(address)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def _stop(path: Path) -> int:
+    if not _answers(path):
+        print(f"no server runs on {path}", file=sys.stderr)
+        return common.EXIT_OK
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with sock, address_of(path) as address:
+        sock.connect(address)
+        send(sock, {"stop": True})
+        receive(sock)
+    print(f"stopped the server on {path}", file=sys.stderr)
+    return common.EXIT_OK
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def _serve_one(
+    conn: socket.socket,
+    listener: socket.socket,
+    mine: str,
+    children: dict[int, socket.socket],
+    stop: threading.Event,
+    run_command: Callable[[list[str]], int],
+) -> bool:
+    """Answer one connection; True when a child now owns it."""
+    conn.settimeout(30)
+    if _peer_uid(conn) != os.getuid():
+        print("bench serve: refused a connection from another user", file=sys.stderr, flush=True)
+        return False
+    request, fds = receive(conn, max_fds=3)
+    try:
+        if request is None:
+            return False
+        if request.get("stop"):
+            stop.set()
+            send(conn, {"stopped": True})
+            return False
+        if request.get("fingerprint") != mine:
+            print(
+                "bench serve: a command runs other code than this server (upgraded or edited): "
+                "it ran in its own process; this server stops, start it again with `bench serve`",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
+            send(conn, {"stale": True})
+            return False
+        if len(fds) != 3:
+            raise ValueError("a request without its three standard streams")
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            listener.close()  # the child serves its one command, never other connections
+            for other in children.values():
+                other.close()  # other commands' connections are the server's
+            _run_child(conn, request, fds, run_command)  # never returns
+        children[pid] = conn
+        print(f"bench serve: pid {pid} runs bench {' '.join(request['argv'])}", file=sys.stderr)
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    """Collect finished children; one that died without sending its exit code (killed) gets
+    it sent for it, as a shell reports a killed command: 128 + the signal."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        if os.WIFSIGNALED(status):
+            with contextlib.suppress(OSError):
+                send(conn, {"exit": 128 + os.WTERMSIG(status)})
+        conn.close()
+
+
+def _run_child(
+    conn: socket.socket,
+    request: dict[str, Any],
+    fds: list[int],
+    run_command: Callable[[list[str]], int],
+) -> None:
+    code = common.EXIT_FAILED
+    try:
+        os.setpgid(0, 0)  # the server's signals are not the command's, nor the other way round
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        # The command's streams, buffered as its own process would buffer them.
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False, buffering=_buffering(1))  # noqa: SIM115
+        sys.stderr = open(
+            2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
+        )  # noqa: SIM115
+        os.chdir(request["cwd"])
+        os.umask(int(request["umask"]))
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[NO_SERVE_ENV] = "1"
+        sys.argv = ["bench", *request["argv"]]
+        conn.settimeout(None)
+        send(conn, {"pid": os.getpid()})
+        finished = threading.Event()
+        threading.Thread(target=_relay_signals, args=(conn, finished), daemon=True).start()
+        try:
+            code = run_command(request["argv"])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        finished.set()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over: nothing to interrupt
+        with contextlib.suppress(OSError):
+            send(conn, {"exit": code})
+    except BaseException:  # noqa: BLE001 - a child must never fall back into the server's loop
+        import traceback
+
+        traceback.print_exc()
+        with contextlib.suppress(OSError):
+            send(conn, {"exit": common.EXIT_FAILED})
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def _buffering(fd: int) -> int:
+    return 1 if os.isatty(fd) else -1
+
+
+def _relay_signals(conn: socket.socket, finished: threading.Event) -> None:
+    """The command's signals, as its process received them; its end gone = Ctrl-C."""
+    while True:
+        try:
+            message, _ = receive(conn)
+        except (OSError, ValueError):
+            message = None
+        if message is None:
+            if not finished.is_set():
+                os.kill(os.getpid(), signal.SIGINT)
+            return
+        if "signal" in message:
+            os.kill(os.getpid(), int(message["signal"]))
+
+
+def register(add: common.AddCommand) -> None:
+    s = add("serve", cmd_serve)
+    s.add_argument("--stop", action="store_true", help="stop the server of this home")

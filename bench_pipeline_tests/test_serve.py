@@ -1,0 +1,234 @@
+"""`bench serve`: a warm process runs a home's commands. A served command is the same command
+(output, exit code, errors, working folder, the Dagster run it records) without its own process
+importing anything heavy; a server running other code is never used; the command's signals
+reach the served child, and a command killed with SIGKILL does not leave its run going."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench_pipeline_tests.conftest import run_bench
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(sys.executable).parent / "bench"
+# A `bench` process that reports which heavy libraries it imported itself.
+CLIENT = (
+    "import json, sys\n"
+    "from bench_pipeline.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "heavy = [m for m in ('dagster', 'pandas', 'pyarrow') if m in sys.modules]\n"
+    "print('HEAVY ' + json.dumps(heavy), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def _env(home: Path, pythonpath: Path = ROOT) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_NO_SERVE"}
+    env.update(
+        PYTHONPATH=str(pythonpath),
+        BENCH_HOME=str(home),
+        DAGSTER_HOME=str(home / "dagster_home"),
+    )
+    return env
+
+
+def _wait_for(predicate, what: str, seconds: float = 180) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class Server:
+    def __init__(self, home: Path, log: Path):
+        self.home, self.log = home, log
+        self.proc = subprocess.Popen(
+            [str(BENCH), "serve"],
+            env=_env(home),
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("w"),
+            start_new_session=True,
+        )
+        _wait_for(lambda: "ready on" in self.text() or self.proc.poll() is not None, "the server")
+        assert self.proc.poll() is None, self.text()
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def served_pids(self) -> list[int]:
+        return [int(p) for p in re.findall(r"pid (\d+) runs bench", self.text())]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            subprocess.run([str(BENCH), "serve", "--stop"], env=_env(self.home), timeout=120)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def server(bench_home: Path, tmp_path: Path) -> Iterator[Server]:
+    running = Server(bench_home, tmp_path / "serve.log")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _client(
+    args: list[str], home: Path, cwd: Path, pythonpath: Path = ROOT
+) -> tuple[int, str, str, list[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT, *args],
+        env=_env(home, pythonpath),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    heavy = json.loads(out.stderr.rsplit("HEAVY ", 1)[1])
+    return out.returncode, out.stdout, out.stderr, heavy
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie its parent has not collected yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_served_command_is_the_same_command_without_its_own_start_up(
+    factory: Path, bench_home: Path, server: Server
+) -> None:
+    # A relative launch path: the served command resolves it from the caller's folder.
+    cwd = factory.parent
+    launch = str((factory / "launches" / "demo.yaml").relative_to(cwd))
+    code, out, err, heavy = _client(
+        ["run", launch, "--max", "1", "--repeats", "1", "--json"], bench_home, cwd
+    )
+    assert code == 0, err
+    assert heavy == []  # the caller imported nothing heavy: the server's child ran the command
+    result = json.loads(out)
+    run_id = result["run"]["run_id"]
+    assert len(result["config_table"]) == 3 and re.search(rf"run {run_id}: 3 trials", err)
+    (pid,) = server.served_pids()
+    assert pid != os.getpid()
+
+    # The Dagster run it recorded, seen by a command that runs on its own.
+    code, out, err = run_bench("results", "--list", "--json", home=bench_home)
+    assert code == 0, err
+    assert run_id in out
+
+    # Bad input: the same one line and exit code 2, on the caller's stderr.
+    code, out, err, heavy = _client(["run", "missing.yaml"], bench_home, cwd)
+    assert code == 2 and heavy == []
+    assert err.splitlines()[0].startswith(f"error: {cwd / 'missing.yaml'}: ")
+    # A command that prints and exits 0 without the server importing anything for it.
+    code, out, err, heavy = _client(["results", "--list"], bench_home, cwd)
+    assert code == 0 and run_id in out and heavy == []
+    assert len(server.served_pids()) == 3
+    assert "Traceback" not in server.text()
+
+
+def test_a_server_running_other_code_is_not_used_and_stops(
+    factory: Path, bench_home: Path, server: Server, tmp_path: Path
+) -> None:
+    # The same package in another folder (an edited checkout, an upgrade): other code.
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "bench_pipeline", other / "bench_pipeline")
+    shutil.copy(ROOT / "workspace.yaml", other / "workspace.yaml")
+    launch = factory / "launches" / "demo.yaml"
+    code, out, err, heavy = _client(
+        ["run", str(launch), "--max", "1", "--repeats", "1", "--json"], bench_home, tmp_path, other
+    )
+    assert code == 0, err
+    assert "dagster" in heavy  # it ran in its own process, on its own code
+    assert server.served_pids() == []
+    _wait_for(lambda: server.proc.poll() is not None, "the stale server to stop")
+    assert "other code" in server.text()
+    assert not (bench_home / "serve.sock").exists()
+
+
+SLOW_AGENT = """
+import os, pathlib, sys, time
+log = pathlib.Path(sys.argv[1])
+with open(log, "a") as fh:
+    fh.write(f"start {os.getcwd()}\\n")
+time.sleep(1.5)
+"""
+
+
+@pytest.mark.parametrize("how", ["served-sigint", "served-sigkill", "own-process-sigint"])
+def test_the_callers_signal_or_death_stops_the_run_and_resume_finishes_it(
+    factory: Path, bench_home: Path, tmp_path: Path, request: pytest.FixtureRequest, how: str
+) -> None:
+    """Ctrl-C stops a run as an interruption (exit 130, one line naming the resume, no
+    traceback) whether it runs in its own process or served; a served command whose caller is
+    killed stops too, instead of running on unseen."""
+    server = request.getfixturevalue("server") if how.startswith("served") else None
+    log = tmp_path / "agent.log"
+    script = factory / "agents" / "slow.py"
+    script.write_text(textwrap.dedent(SLOW_AGENT))
+    log.touch()
+    (factory / "agents" / "slow.yaml").write_text(
+        f"kind: command\ncommand: [python, '{script}', '{log}']\nmax_iterations: 1\n"
+        f"mounts: ['{log}:rw']\n"
+    )
+    tasks = sorted(p.stem for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml"))[:4]
+    total = len(tasks) * 2
+    launch = factory / "launches" / "slow.yaml"
+    launch.write_text(
+        "kind: BenchmarkLaunch\nsuite: invoices\nconfigs:\n  - {id: slow, agent: slow}\n"
+        f"tasks: {json.dumps(tasks)}\nrepetitions: 2\nscorers: [checks]\nmax_parallel: 1\n"
+    )
+    trials = bench_home / "warehouse" / "trials"
+    proc = subprocess.Popen(
+        [str(BENCH), "run", str(launch), "--quiet"],
+        env=_env(bench_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    run_id = re.match(r"run (\S+):", proc.stderr.readline()).group(1)
+    _wait_for(lambda: len(list(trials.rglob("*.parquet"))) >= 1, "a first trial")
+    (child,) = server.served_pids() if server else [proc.pid]
+    os.kill(proc.pid, signal.SIGKILL if how.endswith("sigkill") else signal.SIGINT)
+    code = proc.wait(timeout=300)
+    text = proc.stderr.read()
+    proc.stderr.close()
+    if how.endswith("sigint"):  # (served: forwarded to the child, which says so to the caller)
+        assert code == 130, text[-3000:]
+        assert f"run {run_id} interrupted; finish it with `bench run --resume {run_id}`" in text
+        assert "Traceback" not in text
+    _wait_for(lambda: _gone(child), "the command to stop")
+    # It stopped mid-run: not every trial's agent started.
+    assert len(log.read_text().splitlines()) < total, log.read_text()
+
+    code, out, err = run_bench("run", "--resume", run_id, "--json", home=bench_home)
+    assert code == 0, err
+    assert [row["trials"] for row in json.loads(out)["config_table"]] == [total]
+    from bench_pipeline.warehouse.store import Warehouse
+
+    rows = Warehouse(bench_home / "warehouse").read("trials", run_id)
+    assert set(Counter(rows["trial_id"]).values()) == {1} and len(rows) == total
+    assert server is None or "Traceback" not in server.text()
