@@ -45,12 +45,14 @@ from bench_pipeline.cli.handoff import (
     send,
     socket_path,
 )
+from bench_pipeline.runs.paths import BenchPaths
 
 # --------------------------------------------------------------------------- the server's side
 
 
-def warm_up() -> None:
-    """Import what commands need and resolve the code location's jobs, once, before any fork.
+def warm_up(paths: BenchPaths) -> None:
+    """Import what commands need, resolve the code location's jobs and open the home's
+    Dagster instance, once, before any fork.
 
     Nothing here may start a thread: a fork copies only the forking thread, so a lock another
     thread held would stay held in every child."""
@@ -59,9 +61,10 @@ def warm_up() -> None:
 
     import bench_pipeline.results  # noqa: F401
     import bench_pipeline.runs.derived  # noqa: F401
-    from bench_pipeline.defs.launcher import prepare_jobs
+    from bench_pipeline.defs.launcher import prepare_instance, prepare_jobs
 
     prepare_jobs()
+    prepare_instance(paths)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -74,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if _answers(path):
         raise common.CliError(f"a server already runs on {path}; stop it with `bench serve --stop`")
     started = time.perf_counter()
-    warm_up()
+    warm_up(paths)
     threads = threading.active_count()
     if threads != 1:  # a fault of this code, not of the user's input
         print(f"error: bench serve: {threads} threads after warm-up; not forking", file=sys.stderr)

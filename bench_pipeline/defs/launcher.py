@@ -56,9 +56,30 @@ def ensure_dagster_home(paths: BenchPaths) -> Path:
     return home
 
 
+# The instance `prepare_instance` opened (`bench serve`, before it forks), with what it was
+# opened from: (DAGSTER_HOME, dagster.yaml's size and mtime).
+_prepared: tuple[tuple[str, int, int], dg.DagsterInstance] | None = None
+
+
+def _instance_key(home: Path) -> tuple[str, int, int]:
+    config = (home / "dagster.yaml").stat()
+    return (str(home), config.st_size, config.st_mtime_ns)
+
+
 def get_instance(paths: BenchPaths) -> dg.DagsterInstance:
-    ensure_dagster_home(paths)
+    home = ensure_dagster_home(paths)
+    if _prepared is not None and _prepared[0] == _instance_key(home):
+        return _prepared[1]
     return dg.DagsterInstance.get()
+
+
+def prepare_instance(paths: BenchPaths) -> None:
+    """Open the instance of `paths` now, for every later `get_instance` of the same
+    DAGSTER_HOME and dagster.yaml in this process and its forked children: its SQLite pools
+    start empty in each child (defs/storage.py), the migrations are checked once."""
+    global _prepared
+    home = ensure_dagster_home(paths)
+    _prepared = (_instance_key(home), dg.DagsterInstance.get())
 
 
 def resource_config(paths: BenchPaths, progress: bool) -> dict[str, object]:
