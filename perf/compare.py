@@ -258,6 +258,22 @@ def start_server(home: Path) -> subprocess.Popen[bytes]:
     return server
 
 
+def reaped_cpu(pid: int) -> float:
+    """CPU seconds of the reaped children of `pid` (/proc/<pid>/stat cutime + cstime): a
+    served command's, with its trials', once `bench serve` has collected it."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def served_cpu(pid: int, before: float) -> float:
+    """The CPU the served command added to the server's reaped children. The server collects
+    a finished command within half a second of its exit: wait for it (up to 5 s)."""
+    deadline = time.monotonic() + 5
+    while (now := reaped_cpu(pid)) == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return now - before
+
+
 def check_bench_result(stdout: str, trials: int) -> None:
     data = json.loads(stdout)
     rows = [r for r in data["config_table"] if r["config_id"] == CONFIG]
@@ -349,8 +365,10 @@ def main() -> None:
         server = start_server(served) if served else None
 
         def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
-            if served is not None:
-                return measured(lambda: time_bench(fx, served, size[0], size[1], jobs))
+            if served is not None and server is not None:
+                before = reaped_cpu(server.pid)
+                wall, cpu = measured(lambda: time_bench(fx, served, size[0], size[1], jobs))
+                return wall, cpu + served_cpu(server.pid, before)
             home = homes.new()
             try:
                 return measured(lambda: time_bench(fx, home, size[0], size[1], jobs))
