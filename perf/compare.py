@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from warm_server import reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -239,41 +241,6 @@ def time_bench(fx: Fixture, home: Path, n_tasks: int, reps: int, jobs: int) -> f
     return elapsed
 
 
-def start_server(home: Path) -> subprocess.Popen[bytes]:
-    """`bench serve` on `home`, once it says it is ready."""
-    home.mkdir(parents=True)
-    log = home / "serve.log"
-    bench = Path(sys.executable).parent / "bench"
-    server = subprocess.Popen(
-        [str(bench), "--home", str(home), "serve"],
-        env=bench_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("w"),
-    )
-    deadline = time.monotonic() + 300
-    while "ready on" not in log.read_text():
-        if server.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"bench serve did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    return server
-
-
-def reaped_cpu(pid: int) -> float:
-    """CPU seconds of the reaped children of `pid` (/proc/<pid>/stat cutime + cstime): a
-    served command's, with its trials', once `bench serve` has collected it."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
-
-
-def served_cpu(pid: int, before: float) -> float:
-    """The CPU the served command added to the server's reaped children. The server collects
-    a finished command within half a second of its exit: wait for it (up to 5 s)."""
-    deadline = time.monotonic() + 5
-    while (now := reaped_cpu(pid)) == before and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return now - before
-
-
 def check_bench_result(stdout: str, trials: int) -> None:
     data = json.loads(stdout)
     rows = [r for r in data["config_table"] if r["config_id"] == CONFIG]
@@ -362,7 +329,12 @@ def main() -> None:
             return measured(lambda: time_plain(scripts[size], jobs))
 
         served = tmpdir / "served-home" if args.serve else None
-        server = start_server(served) if served else None
+        server = None
+        if served is not None:
+            served.mkdir(parents=True)
+            bench_script = str(Path(sys.executable).parent / "bench")
+            argv = [bench_script, "--home", str(served), "serve"]
+            server = start_server(argv, served, bench_env(served))
 
         def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             if served is not None and server is not None:

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from warm_server import reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 ONE_TRIAL = """kind: BenchmarkLaunch
@@ -123,6 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     servers: list[subprocess.Popen[bytes]] = []
+    server_of: dict[str, subprocess.Popen[bytes]] = {}
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         tmpdir = Path(tmp)
@@ -156,7 +159,9 @@ def main() -> None:
             if args.serve and (tree / "bench_pipeline" / "cli" / "serve.py").exists():
                 served_home = tmpdir / f"served-{i}"
                 served_home.mkdir()
-                servers.append(start_server(py, served_home, env))
+                argv = [py, "-c", ENTRY, "--home", str(served_home), "serve"]
+                servers.append(start_server(argv, served_home, env))
+                server_of[str(tree)] = servers[-1]
                 commands["bench run (served)"] = [
                     *[py, "-c", ENTRY, "--home", str(served_home)],
                     *["run", str(launch), "--quiet", "--json"],
@@ -175,7 +180,11 @@ def main() -> None:
             # Alternate which checkout goes first, so neither always runs on a cooler machine.
             for tree, env, commands in plans if r % 2 == 0 else reversed(plans):
                 for name, argv in commands.items():
+                    served = server_of.get(tree) if name == "bench run (served)" else None
+                    before = reaped_cpu(served.pid) if served else 0.0
                     elapsed, err, cpu = timed(argv, env)
+                    if served:  # the command's CPU is the server's child's, not the caller's
+                        cpu += served_cpu(served.pid, before)
                     times[tree][name].append(elapsed)
                     cpus[tree][name].append(cpu)
                     if name == "bench run":
@@ -237,24 +246,6 @@ def report(tree: str, rounds: int, times: dict[str, list[float]], rss: list[int]
             f"  bench run (served) / floor:  "
             f"{same_round('bench run (served)', 'floor (bash)', '/'):.2f}x"
         )
-
-
-def start_server(py: str, home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """`bench serve` for `home`, once it says it is ready."""
-    log = home / "serve.log"
-    server = subprocess.Popen(
-        [py, "-c", ENTRY, "--home", str(home), "serve"],
-        env=env,
-        cwd=env["BENCH_HOME"] if Path(env["BENCH_HOME"]).exists() else home,
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("w"),
-    )
-    deadline = time.monotonic() + 300
-    while "ready on" not in log.read_text():
-        if server.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"bench serve did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    return server
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+"""`bench serve` for the perf scripts: start one and wait until it is ready, and the CPU time
+of the commands it served (they are its children, not the caller's: the `bench` process that
+hands a command over only waits)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+
+def start_server(argv: list[str], home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Run `argv` (a `bench ... serve` command line) and return once it says it is ready."""
+    log = home / "serve.log"
+    server = subprocess.Popen(
+        argv, env=env, cwd=home, stdout=subprocess.DEVNULL, stderr=log.open("w")
+    )
+    deadline = time.monotonic() + 300
+    while "ready on" not in log.read_text():
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"bench serve did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    return server
+
+
+def reaped_cpu(pid: int) -> float:
+    """CPU seconds of the reaped children of `pid` (/proc/<pid>/stat cutime + cstime): a
+    served command's, its trials' included, once `bench serve` has collected it."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def served_cpu(pid: int, before: float) -> float:
+    """What a served command added to the server's reaped children's CPU. The server collects
+    a finished command within half a second of its exit: wait for it (up to 5 s)."""
+    deadline = time.monotonic() + 5
+    while (now := reaped_cpu(pid)) == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return now - before
