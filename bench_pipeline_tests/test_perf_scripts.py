@@ -48,6 +48,20 @@ def test_compare_prints_same_round_ratios_and_the_fit() -> None:
         assert re.search(fit, out), out
 
 
+def test_compare_and_startup_time_a_run_handed_to_bench_serve() -> None:
+    out = _run(
+        "compare.py", "--tasks", "2", "--reps", "1", "--rounds", "1", "--jobs", "2", "--serve"
+    )
+    assert "bench: handed to a warm `bench serve`" in out
+    # The served run's CPU is counted (the server's child's), not only the waiting caller's.
+    row = re.search(
+        r"round 1 +2 jobs +2 trials: .*\| +cpu: floor +[\d.]+ s +bench +([\d.]+) s", out
+    )
+    assert row and float(row.group(1)) > 0.5, out
+    out = _run("startup.py", "--rounds", "1", "--serve")
+    assert re.search(r"bench run \(served\) - floor: +-?[\d.]+ s", out), out
+
+
 def test_text_cases_fits_the_per_case_overhead() -> None:
     out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "4")
     for n in (2, 4):

@@ -28,6 +28,7 @@ Only the floor and bench are compared (no other harness is run).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import resource
@@ -335,6 +336,7 @@ def main() -> None:
             bench_script = str(Path(sys.executable).parent / "bench")
             argv = [bench_script, "--home", str(served), "serve"]
             server = start_server(argv, served, bench_env(served))
+            atexit.register(server.terminate)  # on an error or SIGTERM too
 
         def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             if served is not None and server is not None:

@@ -19,6 +19,7 @@ same `bench run` handed to it: "bench run (served)", through the real `bench` en
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import re
 import resource
@@ -161,6 +162,7 @@ def main() -> None:
                 served_home.mkdir()
                 argv = [py, "-c", ENTRY, "--home", str(served_home), "serve"]
                 servers.append(start_server(argv, served_home, env))
+                atexit.register(servers[-1].terminate)  # on an error too
                 server_of[str(tree)] = servers[-1]
                 commands["bench run (served)"] = [
                     *[py, "-c", ENTRY, "--home", str(served_home)],
