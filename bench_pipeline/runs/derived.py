@@ -9,6 +9,7 @@ and `bench report` all go through `compute_derived`.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from bench_pipeline.results import verdicts
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 DERIVED_TABLES = (
     "config_table",
@@ -146,7 +148,12 @@ ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json"
 
 
 def derived_per_trial(
-    warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
+    warehouse: Warehouse,
+    run_id: str,
+    timings: dict[str, float] | None = None,
+    *,
+    trial_files: list[Path] | None = None,
+    score_files: list[Path] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
     """(trials: the latest row per trial, scores, per_trial: `latest_trial_overall` of them;
     None when the run has no trials) reading only the columns the derived tables use.
@@ -174,10 +181,13 @@ def derived_per_trial(
     timings = {} if timings is None else timings
     start = time.perf_counter()
     trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
-    t_arrow = read_arrow(warehouse, "trials", run_id, trial_read, dictionary=TRIAL_CATEGORICAL)
+    t_arrow = read_arrow(
+        warehouse, "trials", run_id, trial_read, dictionary=TRIAL_CATEGORICAL, files=trial_files
+    )
     runs = sorted(dictionary_values(t_arrow.column("run_id")))
     one_run = len(t_arrow) > 0 and t_arrow.column("run_id").null_count == 0 and len(runs) == 1
-    files = warehouse.files("scores", run_id)  # both reads of the scores see the same files
+    # both reads of the scores see the same files
+    files = score_files if score_files is not None else warehouse.files("scores", run_id)
     if not one_run:  # no trials, or several runs in one run's folder: the general route
         trials = to_frame(t_arrow)
         del t_arrow
@@ -283,6 +293,131 @@ def _general_per_trial(
     return trials, scores, per_trial
 
 
+# --------------------------------------------------------------------------- per-trial cache
+
+# Per-trial columns no derived table reads: left out of the per-trial results (fresh or cached)
+# so the cache file and the frame stay small (trials' error texts are the big one).
+PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "groups_scored")
+# Bumped whenever what `derived_per_trial` computes changes: an older cache is then rebuilt.
+PER_TRIAL_FORMAT = "1"
+_KEY_FIELD = b"bench_pipeline.inputs"
+_CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
+_CACHE_BATCH = 65536
+
+
+def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[Path]) -> str:
+    """What a run's per-trial results are a function of: the format of the computation and
+    every trial and score file by name, size, modification time, inode and change time (a
+    warehouse file is never rewritten in place: a write is a new file renamed into place, so a
+    new inode and times; a rescore adds files). Taken BEFORE the files are read: a file
+    replaced meanwhile makes the key older than the rows, and the next analysis rebuilds."""
+    import hashlib
+
+    digest = hashlib.sha256(PER_TRIAL_FORMAT.encode())
+    root = warehouse.root
+    for table, files in (("trials", trial_files), ("scores", score_files)):
+        for path in files:
+            st = path.stat()
+            rel = path.relative_to(root).as_posix()
+            fields = (table, rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+            digest.update(json.dumps(fields).encode() + b"\n")
+    return f"{PER_TRIAL_FORMAT}:{len(trial_files)}:{len(score_files)}:{digest.hexdigest()}"
+
+
+def read_per_trial_cache(warehouse: Warehouse, run_id: str, key: str) -> pd.DataFrame | None:
+    """The run's stored per-trial results when they were built from exactly the files `key`
+    names (`input_key`), else None (no cache, another key, an unreadable file: rebuilt)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from bench_pipeline.warehouse.columns import _pandas_type
+
+    path = warehouse.root / layout.per_trial_cache(run_id)
+    try:
+        with pa.memory_map(str(path)) as source:
+            reader = ipc.open_file(source)
+            meta = reader.schema.metadata or {}
+            if meta.get(_KEY_FIELD) != key.encode():
+                return None
+            table = reader.read_all()
+        catalog = json.loads(meta[_CATALOG_FIELD])
+    except (OSError, pa.ArrowException, KeyError, ValueError):
+        return None
+    frame = table.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
+    del table
+    frame.attrs["scorer_catalog"] = catalog
+    return frame
+
+
+def write_per_trial_cache(
+    warehouse: Warehouse, run_id: str, key: str, per_trial: pd.DataFrame
+) -> Path | None:
+    """Store `per_trial` (with its scorer catalog) under `key`, atomically (temp file, then
+    rename), a slice at a time (a whole Arrow copy of a million rows would double the frame's
+    memory). None when the warehouse cannot be written: the next analysis rebuilds."""
+    import os
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    target = warehouse.root / layout.per_trial_cache(run_id)
+    catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
+    schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
+    schema = schema.with_metadata(
+        {**(schema.metadata or {}), _KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
+    )
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with ipc.new_file(str(tmp), schema) as writer:
+            for start in range(0, max(len(per_trial), 1), _CACHE_BATCH):
+                part = per_trial.iloc[start : start + _CACHE_BATCH]
+                writer.write_table(pa.Table.from_pandas(part, schema=schema, preserve_index=False))
+        os.replace(tmp, target)
+    except OSError as exc:
+        log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
+        tmp.unlink(missing_ok=True)
+        return None
+    return target
+
+
+def _plain(value: object) -> object:
+    """JSON for the numpy scalars of a scorer catalog."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON: {value!r}")
+
+
+def per_trial_results(
+    warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
+) -> pd.DataFrame | None:
+    """The run's per-trial results (`derived_per_trial`'s, without PER_TRIAL_UNUSED): read from
+    the per-trial cache when it was built from the run's current trial and score files, else
+    computed from them and stored for the next analysis. None when the run has no trials."""
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    trial_files = warehouse.files("trials", run_id)
+    score_files = warehouse.files("scores", run_id)
+    key = input_key(warehouse, trial_files, score_files)
+    cached = read_per_trial_cache(warehouse, run_id, key)
+    if cached is not None:
+        timings["per-trial results (cached)"] = time.perf_counter() - start
+        return cached
+    _, _, per_trial = derived_per_trial(
+        warehouse, run_id, timings, trial_files=trial_files, score_files=score_files
+    )
+    if per_trial is None:
+        return None
+    per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
+    start = time.perf_counter()
+    write_per_trial_cache(warehouse, run_id, key, per_trial)
+    timings["store the per-trial cache"] = time.perf_counter() - start
+    return per_trial
+
+
 def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> pd.DataFrame:
     """The latest `assert` score rows with their details (what scenario_turns reads); the
     scorer catalog of `per_trial` tells whether there are any (no second scan if not)."""
@@ -305,6 +440,12 @@ def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> p
 # its own (a trim walks the heap: ~3 ms after a compacted run, ~0.1 s after thousands of small
 # files, so only where it pays).
 _TRIM_AFTER = {"baseline run", "config x task sums", "paired comparison", "task grid"}
+
+
+def _NO_ROWS() -> pd.DataFrame:  # noqa: N802 (reads as the constant it stands for)
+    import pandas as pd
+
+    return pd.DataFrame()
 
 
 def _timed(timings: dict[str, float], label: str, fn: Callable[[], T]) -> T:
@@ -352,7 +493,9 @@ def _compute_derived(
 
     timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    trials, scores, per_trial = derived_per_trial(warehouse, run_id, timings)
+    per_trial = per_trial_results(warehouse, run_id, timings)
+    # (the table functions read `per_trial` only: the rows it came from are not needed)
+    trials = scores = _NO_ROWS()
     if per_trial is None:
         raise LookupError(f"run {run_id} has no trials yet")
     notes: list[str] = []
@@ -385,10 +528,10 @@ def _compute_derived(
         else:
 
             def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-                bt, bs, bpt = derived_per_trial(warehouse, base_id)
+                bpt = per_trial_results(warehouse, base_id)
                 if bpt is None:
                     return None, None
-                return R.config_table(bt, bs, per_trial=bpt), bpt
+                return R.config_table(trials, scores, per_trial=bpt), bpt
 
             baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
 
