@@ -367,14 +367,20 @@ def compare_all(
     return pd.DataFrame(rows)
 
 
+# per-trial flags of _FastPairs, packed in one byte: two gathers per pair instead of ten
+_BAD, _HAS_PASS, _PASSED, _HOLDOUT, _SUCC = 1, 2, 4, 8, 16
+
+
 class _FastPairs:
-    """compare_all on integer codes: per-trial flags are computed once, pairs are joined by
-    (task, repetition) codes with a sort, per-task signs come from bincount. Falls back (returns
-    None) when a side repeats a (task, repetition), where the generic merge defines the pairs."""
+    """compare_all on integer codes: per-trial flags are computed once (packed in a byte),
+    every config's trials are placed in a table by (task, repetition) code, so a pair is the
+    same slot of two configs' tables (in key order, as a sort-merge would give them), and
+    per-task signs come from bincount. Falls back (returns None) when a side repeats a
+    (task, repetition), where the generic merge defines the pairs."""
 
     def __init__(self, pt: pd.DataFrame) -> None:
         self.pt = pt
-        self._sorted: dict[str, np.ndarray | None] = {}
+        self._slots: dict[str, np.ndarray | None] = {}
         # int32 codes (not int64): a million trials' arrays are a good part of the peak RSS
         cfg, cfg_u = str_codes(pt["config_id"])
         self.cfg = cfg.astype(np.int32)
@@ -390,18 +396,27 @@ class _FastPairs:
             self.task.astype(np.int64 if wide else np.int32) * (len(rep_u) + 1) + rep_codes,
             -1,
         ).astype(np.int64 if wide else np.int32)
+        self.n_keys = (len(task_u) + 1) * (len(rep_u) + 1)
         del rep_codes
         out_codes, out_u = str_codes(pt["outcome"])
         infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
         succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
-        self.infra = infra_u[out_codes]
-        self.succ = succ_u[out_codes]
-        self.inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
+        inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
             dtype=bool, na_value=False
         )
         passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
-        self.has_pass = ~np.isnan(passed)
-        self.passed = passed == 1.0
+        holdout = (
+            pt["holdout"].to_numpy(dtype=bool, na_value=False)
+            if "holdout" in pt
+            else np.zeros(len(pt), dtype=bool)
+        )
+        flags = (infra_u[out_codes] | inconclusive).astype(np.uint8)
+        flags |= np.where(np.isnan(passed), 0, _HAS_PASS).astype(np.uint8)
+        flags |= np.where(passed == 1.0, _PASSED, 0).astype(np.uint8)
+        flags |= np.where(holdout, _HOLDOUT, 0).astype(np.uint8)
+        flags |= np.where(succ_u[out_codes], _SUCC, 0).astype(np.uint8)
+        self.flags = flags
+        del out_codes, inconclusive, passed, holdout
         self.cost = (
             pt["cost_usd"].to_numpy(dtype=float, na_value=np.nan)
             if "cost_usd" in pt
@@ -417,65 +432,74 @@ class _FastPairs:
             if "duration_seconds" in pt
             else np.full(len(pt), np.nan)
         )
-        self.holdout = (
-            pt["holdout"].to_numpy(dtype=bool, na_value=False)
-            if "holdout" in pt
-            else np.zeros(len(pt), dtype=bool)
-        )
 
-    def _rows(self, config: str) -> np.ndarray | None:
-        if config not in self._sorted:  # (the baseline's rows serve every comparison)
-            self._sorted[config] = self._sorted_rows(config)
-        return self._sorted[config]
+    def _slot(self, config: str) -> np.ndarray | None:
+        if config not in self._slots:  # (the baseline's table serves every comparison)
+            self._slots[config] = self._make_slot(config)
+        return self._slots[config]
 
-    def _sorted_rows(self, config: str) -> np.ndarray | None:
+    def _make_slot(self, config: str) -> np.ndarray | None:
+        """The config's trial row at every (task, repetition) code (-1: none); None when a
+        trial has no code or two trials share one."""
         rows = np.flatnonzero(self.cfg == self.cfg_index[config])
         keys = self.key[rows]
-        rows = rows[np.argsort(keys, kind="stable")]
-        keys = self.key[rows]
-        if len(keys) and (keys[0] < 0 or (keys[1:] == keys[:-1]).any()):
+        if len(keys) and keys.min() < 0:
             return None
-        return rows
+        slot = np.full(self.n_keys, -1, dtype=np.int32 if len(self.pt) < 2**31 else np.int64)
+        slot[keys] = rows
+        if not np.array_equal(slot[keys], rows):  # a repeated key: a later row took its slot
+            return None
+        return slot
 
     def summary(self, candidate: str, baseline: str) -> dict | None:
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None
-        c_rows, b_rows = self._rows(candidate), self._rows(baseline)
-        if c_rows is None or b_rows is None or len(c_rows) == 0 or len(b_rows) == 0:
+        c_slot, b_slot = self._slot(candidate), self._slot(baseline)
+        if c_slot is None or b_slot is None:
             return None
-        ck, bk = self.key[c_rows], self.key[b_rows]
-        pos = np.minimum(np.searchsorted(bk, ck), len(bk) - 1)
-        hit = bk[pos] == ck
-        c, b = c_rows[hit], b_rows[pos[hit]]
-        infra = self.infra[c] | self.infra[b] | self.inconclusive[c] | self.inconclusive[b]
-        unscored = ~infra & ~(self.has_pass[c] & self.has_pass[b])
+        c_have, b_have = c_slot >= 0, b_slot >= 0
+        n_c, n_b = int(c_have.sum()), int(b_have.sum())
+        if n_c == 0 or n_b == 0:
+            return None
+        both = c_have & b_have
+        c, b = c_slot[both], b_slot[both]
+        fc, fb = self.flags[c], self.flags[b]
+        infra = ((fc | fb) & _BAD) > 0
+        unscored = ~infra & (((fc & fb) & _HAS_PASS) == 0)
         kept = ~infra & ~unscored
-        hold = self.holdout[c] | self.holdout[b]
+        hold = ((fc | fb) & _HOLDOUT) > 0
         main, hmask = kept & ~hold, kept & hold
-        cp, bp = self.passed[c[main]], self.passed[b[main]]
-        hcp, hbp = self.passed[c[hmask]], self.passed[b[hmask]]
-        task = self.task[c[main]]
+        fcm, fbm = fc[main], fb[main]
+        cp, bp = (fcm & _PASSED) > 0, (fbm & _PASSED) > 0
+        hcp, hbp = (fc[hmask] & _PASSED) > 0, (fb[hmask] & _PASSED) > 0
+        cm, bm = c[main], b[main]
+        task = self.task[cm]
         n_t = np.bincount(task, minlength=self.n_tasks)
         c_t = np.bincount(task, weights=cp, minlength=self.n_tasks)
         b_t = np.bincount(task, weights=bp, minlength=self.n_tasks)
         seen = n_t > 0
         diff = (c_t - b_t)[seen]
         wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
-        cm, bm = c[main], b[main]
-        both_ok = self.succ[cm] & self.succ[bm]
-        cost_ok = both_ok & ~np.isnan(self.cost[cm]) & ~np.isnan(self.cost[bm])
-        dur_ok = both_ok & ~np.isnan(self.dur[cm]) & ~np.isnan(self.dur[bm])
-        cost_delta = self.cost[cm][cost_ok] - self.cost[bm][cost_ok]
-        dur_delta = self.dur[cm][dur_ok] - self.dur[bm][dur_ok]
-        c_spend, c_per = _spend(pd.Series(self.cost[cm]), int(cp.sum()))
-        b_spend, b_per = _spend(pd.Series(self.cost[bm]), int(bp.sum()))
+        both_ok = ((fcm & fbm) & _SUCC) > 0
+        c_cost, b_cost = self.cost[cm], self.cost[bm]
+        c_dur, b_dur = self.dur[cm], self.dur[bm]
+        cost_ok = both_ok & ~np.isnan(c_cost) & ~np.isnan(b_cost)
+        dur_ok = both_ok & ~np.isnan(c_dur) & ~np.isnan(b_dur)
+        cost_delta = c_cost[cost_ok] - b_cost[cost_ok]
+        dur_delta = c_dur[dur_ok] - b_dur[dur_ok]
+        c_spend, c_per = _spend_of(c_cost, int(cp.sum()))
+        b_spend, b_per = _spend_of(b_cost, int(bp.sum()))
         pt = self.pt
+        # (the rows a sort by key would have put first; the first row of the config)
+        c_first_key = int(c_slot[np.argmax(c_have)])
+        b_first_key = int(b_slot[np.argmax(b_have)])
+        c_first_row = int(np.flatnonzero(self.cfg == self.cfg_index[candidate])[0])
         return {
             "candidate_config": candidate,
-            "candidate_run_id": str(pt["run_id"].iloc[c_rows[0]]),
+            "candidate_run_id": str(pt["run_id"].iloc[c_first_key]),
             "baseline_config": baseline,
-            "baseline_run_id": str(pt["run_id"].iloc[b_rows[0]]),
-            "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[int(c_rows.min())]),
+            "baseline_run_id": str(pt["run_id"].iloc[b_first_key]),
+            "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[c_first_row]),
             "pairs_matched": len(c),
             "pairs": int(main.sum()),
             **_counts(cp, bp),
@@ -483,8 +507,8 @@ class _FastPairs:
             "unscored_excluded": int(unscored.sum()),
             "holdout_pairs": int(hmask.sum()),
             **_counts(hcp, hbp, "holdout_"),
-            "unpaired_candidate": len(c_rows) - len(c),
-            "unpaired_baseline": len(b_rows) - len(c),
+            "unpaired_candidate": n_c - len(c),
+            "unpaired_baseline": n_b - len(c),
             "tasks": int(seen.sum()),
             "candidate_tasks_all_pass": int((c_t[seen] == n_t[seen]).sum()),
             "baseline_tasks_all_pass": int((b_t[seen] == n_t[seen]).sum()),
@@ -510,3 +534,11 @@ class _FastPairs:
                 dur_delta,
             ),
         }
+
+
+def _spend_of(cost: np.ndarray, passes: int) -> tuple[float | None, float | None]:
+    """`_spend` of a float array (no Series made)."""
+    if len(cost) == 0 or np.isnan(cost).any():
+        return None, None
+    total = float(cost.sum())
+    return total, (total / passes if passes else None)
