@@ -200,6 +200,8 @@ def cell_stats(
         else np.zeros(len(pt))
     )
     out["baseline"] = np.bincount(cell, weights=np.nan_to_num(baseline), minlength=n_cells)
+    if "holdout" in pt:  # (the task grid's flag: any holdout trial in the cell)
+        out["holdout"] = count(pt["holdout"].to_numpy(dtype=bool, na_value=False))
     for name in names:
         out[f"v_sum:{name}"], out[f"v_n:{name}"] = total(floats(score_col(name)))
         st = pt[status_col(name)]

@@ -562,7 +562,7 @@ def _compute_derived(
     # the grid last of the million-row steps: it keeps a Python string per trial (its trial_ids
     # lists), and the other steps' temporaries then sit on less
     grid = _timed(
-        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
+        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial, cells=cells)
     )
     if baseline_table is not None and base_id:
         regressions = _timed(
