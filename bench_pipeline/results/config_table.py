@@ -91,10 +91,41 @@ class ConfigCells(NamedTuple):
     config_table_by_tag both start from: compute it once with `config_cells`)."""
 
     per_trial: pd.DataFrame
-    inv: np.ndarray
+    inv: np.ndarray | None  # group of every row (None when read back: no table needs it)
     first: np.ndarray
     n_groups: int
     cells: dict[str, np.ndarray]
+
+    def to_json(self) -> str:
+        """The sums as JSON (floats written exactly: JSON's float text round-trips, NaN too),
+        to be stored beside the per-trial rows they were computed from."""
+        import json
+
+        return json.dumps(
+            {
+                "first": self.first.tolist(),
+                "n_groups": int(self.n_groups),
+                "cells": {
+                    name: {"dtype": str(values.dtype), "values": values.tolist()}
+                    for name, values in self.cells.items()
+                },
+            }
+        )
+
+    @classmethod
+    def from_json(cls, per_trial: pd.DataFrame, text: str) -> ConfigCells:
+        """`to_json`'s sums for the very `per_trial` rows they were computed from."""
+        import json
+
+        data = json.loads(text)
+        cells = {
+            name: np.array(item["values"], dtype=item["dtype"])
+            if item["dtype"] != "object"
+            else np.array(item["values"], dtype=object)
+            for name, item in data["cells"].items()
+        }
+        first = np.array(data["first"], dtype=np.int64)
+        return cls(per_trial, None, first, int(data["n_groups"]), cells)
 
 
 def config_cells(per_trial: pd.DataFrame, scores: pd.DataFrame | None = None) -> ConfigCells:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from bench_pipeline.results import verdicts
+    from bench_pipeline.results.config_table import ConfigCells
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -302,7 +303,7 @@ PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "
 PER_TRIAL_FORMAT = "1"
 _KEY_FIELD = b"bench_pipeline.inputs"
 _CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
-_CACHE_BATCH = 65536
+_CELLS_FIELD = b"bench_pipeline.config_cells"
 
 
 def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[Path]) -> str:
@@ -324,9 +325,12 @@ def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[P
     return f"{PER_TRIAL_FORMAT}:{len(trial_files)}:{len(score_files)}:{digest.hexdigest()}"
 
 
-def read_per_trial_cache(warehouse: Warehouse, run_id: str, key: str) -> pd.DataFrame | None:
-    """The run's stored per-trial results when they were built from exactly the files `key`
-    names (`input_key`), else None (no cache, another key, an unreadable file: rebuilt)."""
+def read_per_trial_cache(
+    warehouse: Warehouse, run_id: str, key: str
+) -> tuple[pd.DataFrame, ConfigCells | None] | None:
+    """The run's stored per-trial results (and config x task sums, when stored) when they were
+    built from exactly the files `key` names (`input_key`), else None (no cache, another key,
+    an unreadable file: rebuilt)."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
@@ -346,15 +350,23 @@ def read_per_trial_cache(warehouse: Warehouse, run_id: str, key: str) -> pd.Data
     frame = table.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
     del table
     frame.attrs["scorer_catalog"] = catalog
-    return frame
+    cells = meta.get(_CELLS_FIELD)
+    return frame, (R.ConfigCells.from_json(frame, cells.decode()) if cells else None)
 
 
 def write_per_trial_cache(
-    warehouse: Warehouse, run_id: str, key: str, per_trial: pd.DataFrame
+    warehouse: Warehouse,
+    run_id: str,
+    key: str,
+    per_trial: pd.DataFrame,
+    cells: ConfigCells | None = None,
 ) -> Path | None:
-    """Store `per_trial` (with its scorer catalog) under `key`, atomically (temp file, then
-    rename), a slice at a time (a whole Arrow copy of a million rows would double the frame's
-    memory). None when the warehouse cannot be written: the next analysis rebuilds."""
+    """Store `per_trial` (with its scorer catalog, and its config x task sums `cells` when
+    given) under `key`, atomically (temp file, then rename). One record batch whose numeric
+    columns are the frame's own buffers (no copy while writing) and whose floats keep NaN as
+    NaN (no validity bitmap): reading it back maps the file's pages into the frame (zero-copy),
+    so a column no table touches costs no memory. None when the warehouse cannot be written:
+    the next analysis rebuilds."""
     import os
     import uuid
 
@@ -364,22 +376,39 @@ def write_per_trial_cache(
     target = warehouse.root / layout.per_trial_cache(run_id)
     catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
     schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
-    schema = schema.with_metadata(
-        {**(schema.metadata or {}), _KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
+    extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
+    if cells is not None:
+        extra[_CELLS_FIELD] = cells.to_json().encode()
+    schema = schema.with_metadata({**(schema.metadata or {}), **extra})
+    batch = pa.RecordBatch.from_arrays(
+        [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
     )
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with ipc.new_file(str(tmp), schema) as writer:
-            for start in range(0, max(len(per_trial), 1), _CACHE_BATCH):
-                part = per_trial.iloc[start : start + _CACHE_BATCH]
-                writer.write_table(pa.Table.from_pandas(part, schema=schema, preserve_index=False))
+            writer.write_batch(batch)
         os.replace(tmp, target)
     except OSError as exc:
         log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
         tmp.unlink(missing_ok=True)
         return None
     return target
+
+
+def _arrow_column(values: pd.Series, kind: pa.DataType) -> pa.Array:
+    """One column of the per-trial cache as a single Arrow array: numpy numbers as they are
+    (zero-copy, NaN kept), the rest converted (categoricals: their codes; Arrow-backed
+    strings and lists: their own chunks, joined)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "fiu":
+        return pa.array(values.to_numpy(), type=kind)
+    array = pa.Table.from_pandas(values.to_frame(), preserve_index=False).column(0)
+    if array.type != kind:
+        array = array.cast(kind)
+    return array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
 
 
 def _plain(value: object) -> object:
@@ -393,29 +422,32 @@ def _plain(value: object) -> object:
 
 def per_trial_results(
     warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
-) -> pd.DataFrame | None:
-    """The run's per-trial results (`derived_per_trial`'s, without PER_TRIAL_UNUSED): read from
-    the per-trial cache when it was built from the run's current trial and score files, else
-    computed from them and stored for the next analysis. None when the run has no trials."""
+) -> tuple[pd.DataFrame, ConfigCells] | None:
+    """The run's per-trial results (`derived_per_trial`'s, without PER_TRIAL_UNUSED) and their
+    config x task sums (`results.config_cells`): read from the per-trial cache when it was
+    built from the run's current trial and score files, else computed from them and stored
+    for the next analysis. None when the run has no trials."""
     timings = {} if timings is None else timings
     start = time.perf_counter()
     trial_files = warehouse.files("trials", run_id)
     score_files = warehouse.files("scores", run_id)
     key = input_key(warehouse, trial_files, score_files)
     cached = read_per_trial_cache(warehouse, run_id, key)
-    if cached is not None:
-        timings["per-trial results (cached)"] = time.perf_counter() - start
-        return cached
+    if cached is not None and cached[1] is not None:
+        timings["per-trial results + config x task sums (cached)"] = time.perf_counter() - start
+        return cached[0], cached[1]
+    del cached
     _, _, per_trial = derived_per_trial(
         warehouse, run_id, timings, trial_files=trial_files, score_files=score_files
     )
     if per_trial is None:
         return None
     per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
+    cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     start = time.perf_counter()
-    write_per_trial_cache(warehouse, run_id, key, per_trial)
+    write_per_trial_cache(warehouse, run_id, key, per_trial, cells)
     timings["store the per-trial cache"] = time.perf_counter() - start
-    return per_trial
+    return per_trial, cells
 
 
 def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> pd.DataFrame:
@@ -493,11 +525,14 @@ def _compute_derived(
 
     timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    per_trial = per_trial_results(warehouse, run_id, timings)
+    results = per_trial_results(warehouse, run_id, timings)
+    if results is None:
+        raise LookupError(f"run {run_id} has no trials yet")
+    # per-(config, task) sums: the config table, the table by tag and the grid start from them
+    per_trial, cells = results
+    del results
     # (the table functions read `per_trial` only: the rows it came from are not needed)
     trials = scores = _NO_ROWS()
-    if per_trial is None:
-        raise LookupError(f"run {run_id} has no trials yet")
     notes: list[str] = []
     status = status_of(warehouse, run_id) or {}
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
@@ -528,17 +563,16 @@ def _compute_derived(
         else:
 
             def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-                bpt = per_trial_results(warehouse, base_id)
-                if bpt is None:
+                base = per_trial_results(warehouse, base_id)
+                if base is None:
                     return None, None
-                return R.config_table(trials, scores, per_trial=bpt), bpt
+                bpt, b_cells = base
+                return R.config_table(trials, scores, per_trial=bpt, cells=b_cells), bpt
 
             baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
-    # per-(config, task) sums: the config table and the table by tag both start from them
-    cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     table = _timed(
         timings,
         "config table",
@@ -562,7 +596,9 @@ def _compute_derived(
     # the grid last of the million-row steps: it keeps a Python string per trial (its trial_ids
     # lists), and the other steps' temporaries then sit on less
     grid = _timed(
-        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial, cells=cells)
+        timings,
+        "task grid",
+        lambda: R.task_config_grid(trials, scores, per_trial=per_trial, cells=cells),
     )
     if baseline_table is not None and base_id:
         regressions = _timed(
