@@ -47,7 +47,7 @@ import pandas as pd
 
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
-from ._common import nan_to_none, single_run, str_codes
+from ._common import first_rows, nan_to_none, single_run, str_codes
 from .effects import paired_effects
 from .scores import trial_overall
 
@@ -367,6 +367,9 @@ def compare_all(
     return pd.DataFrame(rows)
 
 
+# the most (config, key) slots _FastPairs holds at once (int32 each: 32 MiB; a million trials
+# of 8 configs take 1M)
+_SLOTS_LIMIT = 2**23
 # per-trial flags of _FastPairs, packed in one byte: two gathers per pair instead of ten
 _BAD, _HAS_PASS, _PASSED, _HOLDOUT, _SUCC = 1, 2, 4, 8, 16
 
@@ -380,7 +383,11 @@ class _FastPairs:
 
     def __init__(self, pt: pd.DataFrame) -> None:
         self.pt = pt
-        self._slots: dict[str, np.ndarray | None] = {}
+        self._table: np.ndarray | None = None  # every config's slots (_make_slots)
+        self._bad = np.zeros(0, dtype=bool)
+        self._one: dict[str, np.ndarray | None] = {}
+        self._made = False
+        self.first_row = np.zeros(0, dtype=np.int64)
         # int32 codes (not int64): a million trials' arrays are a good part of the peak RSS
         cfg, cfg_u = str_codes(pt["config_id"])
         self.cfg = cfg.astype(np.int32)
@@ -434,22 +441,52 @@ class _FastPairs:
         )
 
     def _slot(self, config: str) -> np.ndarray | None:
-        if config not in self._slots:  # (the baseline's table serves every comparison)
-            self._slots[config] = self._make_slot(config)
-        return self._slots[config]
+        """The config's trial row at every (task, repetition) code (-1: none); None when one
+        of its trials has no code or two share one."""
+        if not self._made:
+            self._make_slots()
+            self._made = True
+        i = self.cfg_index[config]
+        if self._table is not None:
+            return None if self._bad[i] else self._table[i]
+        if config not in self._one:  # (the baseline's table serves every comparison)
+            self._one = {config: self._make_slot(config)}
+        return self._one[config]
 
     def _make_slot(self, config: str) -> np.ndarray | None:
-        """The config's trial row at every (task, repetition) code (-1: none); None when a
-        trial has no code or two trials share one."""
+        """One config's slots (when a table of every config's would be too big)."""
         rows = np.flatnonzero(self.cfg == self.cfg_index[config])
         keys = self.key[rows]
         if len(keys) and keys.min() < 0:
             return None
         slot = np.full(self.n_keys, -1, dtype=np.int32 if len(self.pt) < 2**31 else np.int64)
         slot[keys] = rows
-        if not np.array_equal(slot[keys], rows):  # a repeated key: a later row took its slot
-            return None
-        return slot
+        return slot if np.array_equal(slot[keys], rows) else None
+
+    def _make_slots(self) -> None:
+        """Every config's slots in one pass over the trials (a row per config code)."""
+        n, n_cfg = len(self.pt), len(self.cfg_index)
+        if self.n_keys > 2 * n + 1024:  # sparse (task, repetition) codes: their ranks
+            known = self.key >= 0
+            ranks = np.unique(self.key[known], return_inverse=True)[1].reshape(-1)
+            self.key[known] = ranks
+            self.n_keys = int(ranks.max()) + 1 if len(ranks) else 1
+        if n_cfg * self.n_keys > _SLOTS_LIMIT:
+            self.first_row = first_rows(self.cfg.astype(np.int64), n_cfg)
+            return  # (then _slot makes one config's at a time)
+        table = np.full((n_cfg, self.n_keys), -1, dtype=np.int32 if n < 2**31 else np.int64)
+        has = (self.cfg >= 0) & (self.key >= 0)
+        rows = np.arange(n) if has.all() else np.flatnonzero(has)
+        cfg, key = self.cfg[rows], self.key[rows]
+        table[cfg, key] = rows
+        # a config with a trial without a key, or two trials on one key (a later row took the
+        # slot), has no table: the generic merge defines its pairs
+        bad = np.bincount(self.cfg[(self.cfg >= 0) & (self.key < 0)], minlength=n_cfg) > 0
+        lost = table[cfg, key] != rows
+        if lost.any():
+            bad |= np.bincount(cfg[lost], minlength=n_cfg) > 0
+        self._table, self._bad = table, bad
+        self.first_row = first_rows(self.cfg.astype(np.int64), n_cfg)
 
     def summary(self, candidate: str, baseline: str) -> dict | None:
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
@@ -493,7 +530,7 @@ class _FastPairs:
         # (the rows a sort by key would have put first; the first row of the config)
         c_first_key = int(c_slot[np.argmax(c_have)])
         b_first_key = int(b_slot[np.argmax(b_have)])
-        c_first_row = int(np.flatnonzero(self.cfg == self.cfg_index[candidate])[0])
+        c_first_row = int(self.first_row[self.cfg_index[candidate]])
         return {
             "candidate_config": candidate,
             "candidate_run_id": str(pt["run_id"].iloc[c_first_key]),

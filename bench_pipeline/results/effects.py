@@ -54,7 +54,9 @@ def task_sums(tasks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     """Per-task sum and count of the non-null `values` (tasks: any hashable labels or codes)."""
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
-    tasks = np.asarray(tasks)[keep]
+    tasks = np.asarray(tasks)
+    if not keep.all():  # (usually every value is known: no copies)
+        tasks, values = tasks[keep], values[keep]
     if (
         tasks.dtype.kind in "iu"
         and len(tasks)
@@ -65,11 +67,11 @@ def task_sums(tasks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
         # order as np.unique's ranks, without the sort)
         n_codes = np.bincount(tasks)
         present = n_codes > 0
-        sums = np.bincount(tasks, weights=values[keep])[present]
+        sums = np.bincount(tasks, weights=values)[present]
         return sums, n_codes[present].astype(float)
     _, codes = np.unique(tasks, return_inverse=True)
     codes = codes.reshape(-1)
-    sums = np.bincount(codes, weights=values[keep])
+    sums = np.bincount(codes, weights=values)
     counts = np.bincount(codes).astype(float)
     return sums, counts
 
