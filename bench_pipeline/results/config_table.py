@@ -49,6 +49,7 @@ from ._common import (
     as_str_series,
     display_key,
     first_rows,
+    n_distinct,
     of_col,
     score_col,
     scored_col,
@@ -343,7 +344,7 @@ def finish_cells(
     out["pass_rate_ci_low"] = pd.Series(p_mean - Z95 * p_se).clip(0, 1).to_numpy()
     out["pass_rate_ci_high"] = pd.Series(p_mean + Z95 * p_se).clip(0, 1).to_numpy()
     if k is None:
-        k = int(pt["repetition"].nunique()) if len(pt) else 0
+        k = n_distinct(pt["repetition"]) if len(pt) else 0
     tasks_n, at_k, hat_k = cells_pass_k(
         g_ok, cells["pass_n"][t_ok], cells["pass_sum"][t_ok], n_groups, k
     )

@@ -181,7 +181,8 @@ def derived_per_trial(
 
     timings = {} if timings is None else timings
     start = time.perf_counter()
-    trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
+    # (not the columns no derived table reads: the trials' error texts can be most of them)
+    trial_read = [c for c in (*R.TRIAL_COLUMNS, "attempt_no") if c not in PER_TRIAL_UNUSED]
     t_arrow = read_arrow(
         warehouse, "trials", run_id, trial_read, dictionary=TRIAL_CATEGORICAL, files=trial_files
     )
