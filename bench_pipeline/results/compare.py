@@ -41,6 +41,7 @@ else the first config in trial order.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -374,6 +375,42 @@ _SLOTS_LIMIT = 2**23
 _BAD, _HAS_PASS, _PASSED, _HOLDOUT, _SUCC = 1, 2, 4, 8, 16
 
 
+_PAIR_CODES = 1 << 10  # a pair's code: the candidate's flags | the baseline's << 5
+
+
+class _PairClasses(NamedTuple):
+    """What a pair's code says, one boolean per code (see `_FastPairs.summary`)."""
+
+    infra: np.ndarray  # excluded: an infrastructure outcome or an inconclusive primary
+    unscored: np.ndarray  # excluded: a side without a primary score
+    main: np.ndarray  # counted, not holdout
+    hold: np.ndarray  # counted, holdout
+    cp: np.ndarray  # the candidate passed
+    bp: np.ndarray  # the baseline passed
+    both_succeeded: np.ndarray
+
+
+def _pair_classes() -> _PairClasses:
+    code = np.arange(_PAIR_CODES)
+    fc, fb = code & 31, code >> 5
+    infra = ((fc | fb) & _BAD) > 0
+    unscored = ~infra & (((fc & fb) & _HAS_PASS) == 0)
+    kept = ~infra & ~unscored
+    holdout = ((fc | fb) & _HOLDOUT) > 0
+    return _PairClasses(
+        infra,
+        unscored,
+        kept & ~holdout,
+        kept & holdout,
+        (fc & _PASSED) > 0,
+        (fb & _PASSED) > 0,
+        ((fc & fb) & _SUCC) > 0,
+    )
+
+
+_PAIR = _pair_classes()
+
+
 class _FastPairs:
     """compare_all on integer codes: per-trial flags are computed once (packed in a byte),
     every config's trials are placed in a table by (task, repetition) code, so a pair is the
@@ -500,15 +537,30 @@ class _FastPairs:
             return None
         both = c_have & b_have
         c, b = c_slot[both], b_slot[both]
-        fc, fb = self.flags[c], self.flags[b]
-        infra = ((fc | fb) & _BAD) > 0
-        unscored = ~infra & (((fc & fb) & _HAS_PASS) == 0)
-        kept = ~infra & ~unscored
-        hold = ((fc | fb) & _HOLDOUT) > 0
-        main, hmask = kept & ~hold, kept & hold
-        fcm, fbm = fc[main], fb[main]
-        cp, bp = (fcm & _PASSED) > 0, (fbm & _PASSED) > 0
-        hcp, hbp = (fc[hmask] & _PASSED) > 0, (fb[hmask] & _PASSED) > 0
+        # a pair's two flag bytes as one code: its class (excluded, holdout, who passed) is a
+        # lookup, and the counts of every class one histogram
+        code = self.flags[c].astype(np.uint16) | (self.flags[b].astype(np.uint16) << 5)
+        hist = np.bincount(code, minlength=_PAIR_CODES)
+        main = _PAIR.main[code]
+        mcode = code[main]
+        cp, bp = _PAIR.cp[mcode], _PAIR.bp[mcode]
+
+        def n(mask: np.ndarray) -> int:
+            return int(hist[mask].sum())
+
+        infra_n, unscored_n = n(_PAIR.infra), n(_PAIR.unscored)
+        main_counts = {
+            "both_pass": n(_PAIR.main & _PAIR.cp & _PAIR.bp),
+            "candidate_only": n(_PAIR.main & _PAIR.cp & ~_PAIR.bp),
+            "baseline_only": n(_PAIR.main & ~_PAIR.cp & _PAIR.bp),
+            "neither": n(_PAIR.main & ~_PAIR.cp & ~_PAIR.bp),
+        }
+        hold_counts = {
+            "holdout_both_pass": n(_PAIR.hold & _PAIR.cp & _PAIR.bp),
+            "holdout_candidate_only": n(_PAIR.hold & _PAIR.cp & ~_PAIR.bp),
+            "holdout_baseline_only": n(_PAIR.hold & ~_PAIR.cp & _PAIR.bp),
+            "holdout_neither": n(_PAIR.hold & ~_PAIR.cp & ~_PAIR.bp),
+        }
         cm, bm = c[main], b[main]
         task = self.task[cm]
         n_t = np.bincount(task, minlength=self.n_tasks)
@@ -517,15 +569,15 @@ class _FastPairs:
         seen = n_t > 0
         diff = (c_t - b_t)[seen]
         wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
-        both_ok = ((fcm & fbm) & _SUCC) > 0
+        both_ok = _PAIR.both_succeeded[mcode]
         c_cost, b_cost = self.cost[cm], self.cost[bm]
         c_dur, b_dur = self.dur[cm], self.dur[bm]
         cost_ok = both_ok & ~np.isnan(c_cost) & ~np.isnan(b_cost)
         dur_ok = both_ok & ~np.isnan(c_dur) & ~np.isnan(b_dur)
         cost_delta = c_cost[cost_ok] - b_cost[cost_ok]
         dur_delta = c_dur[dur_ok] - b_dur[dur_ok]
-        c_spend, c_per = _spend_of(c_cost, int(cp.sum()))
-        b_spend, b_per = _spend_of(b_cost, int(bp.sum()))
+        c_spend, c_per = _spend_of(c_cost, main_counts["both_pass"] + main_counts["candidate_only"])
+        b_spend, b_per = _spend_of(b_cost, main_counts["both_pass"] + main_counts["baseline_only"])
         pt = self.pt
         # (the rows a sort by key would have put first; the first row of the config)
         c_first_key = int(c_slot[np.argmax(c_have)])
@@ -538,12 +590,12 @@ class _FastPairs:
             "baseline_run_id": str(pt["run_id"].iloc[b_first_key]),
             "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[c_first_row]),
             "pairs_matched": len(c),
-            "pairs": int(main.sum()),
-            **_counts(cp, bp),
-            "infra_excluded": int(infra.sum()),
-            "unscored_excluded": int(unscored.sum()),
-            "holdout_pairs": int(hmask.sum()),
-            **_counts(hcp, hbp, "holdout_"),
+            "pairs": len(mcode),
+            **main_counts,
+            "infra_excluded": infra_n,
+            "unscored_excluded": unscored_n,
+            "holdout_pairs": n(_PAIR.hold),
+            **hold_counts,
             "unpaired_candidate": n_c - len(c),
             "unpaired_baseline": n_b - len(c),
             "tasks": int(seen.sum()),
