@@ -85,6 +85,16 @@ def _resamples(g: int, n_boot: int, seed: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
+def _draw_counts(g: int, n_boot: int, seed: int) -> np.ndarray:
+    """How many times each of the g tasks is drawn in each resample of `_resamples`."""
+    idx = _resamples(g, n_boot, seed)
+    flat = (idx + g * np.arange(n_boot)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=n_boot * g).reshape(n_boot, g).astype(float)
+    counts.setflags(write=False)
+    return counts
+
+
+@lru_cache(maxsize=8)
 def _flips(g: int, n_flips: int, seed: int) -> np.ndarray:
     """The sign-flip test's random flips (as 0/1 floats), the same for every test of g tasks."""
     neg = (np.random.default_rng(seed).random((n_flips, g)) < 0.5).astype(float)
@@ -103,8 +113,10 @@ def bootstrap_from_sums(
     g = len(sums)
     if g < 2:
         return None, None
-    idx = _resamples(g, n_boot, seed)
-    means = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    draws = _draw_counts(g, n_boot, seed)
+    # (how often each task is drawn, times its sums: the resampled totals as a product,
+    # equal to summing the drawn tasks' sums but for rounding, without gathering them)
+    means = (draws @ sums) / (draws @ counts)
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
