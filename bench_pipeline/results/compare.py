@@ -433,7 +433,7 @@ class _FastPairs:
         self.task = task.astype(np.int32)
         self.n_tasks = len(task_u)
         del cfg, task
-        rep_codes, rep_u = pd.factorize(pt["repetition"], use_na_sentinel=True)
+        rep_codes, rep_u = _repetition_codes(pt["repetition"])
         wide = (len(task_u) + 1) * (len(rep_u) + 1) >= 2**31
         self.key = np.where(
             (self.task >= 0) & (rep_codes >= 0),
@@ -523,7 +523,13 @@ class _FastPairs:
         if lost.any():
             bad |= np.bincount(cfg[lost], minlength=n_cfg) > 0
         self._table, self._bad = table, bad
-        self.first_row = first_rows(self.cfg.astype(np.int64), n_cfg)
+        # a config's first row is its smallest slot (every row of it has one, unless bad)
+        first = np.where(table >= 0, table, n).min(axis=1, initial=n)
+        slow = np.flatnonzero(bad)  # (those may have rows without a slot)
+        if len(slow):
+            exact = first_rows(self.cfg.astype(np.int64), n_cfg)
+            first[slow] = exact[slow]
+        self.first_row = np.where(first < n, first, -1)
 
     def summary(self, candidate: str, baseline: str) -> dict | None:
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
@@ -623,6 +629,18 @@ class _FastPairs:
                 dur_delta,
             ),
         }
+
+
+def _repetition_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per trial, -1 when null; the distinct values): integers in a compact range
+    by their offset from the smallest (no hash table), anything else factorized."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu" and len(values):
+        v = values.to_numpy()
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo <= 8 * len(v) + 1024:
+            return (v - lo).astype(np.int64), np.arange(lo, hi + 1)
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    return codes, np.asarray(uniques)
 
 
 def _spend_of(cost: np.ndarray, passes: int) -> tuple[float | None, float | None]:
