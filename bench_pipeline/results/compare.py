@@ -569,9 +569,14 @@ class _FastPairs:
         }
         cm, bm = c[main], b[main]
         task = self.task[cm]
-        n_t = np.bincount(task, minlength=self.n_tasks)
-        c_t = np.bincount(task, weights=cp, minlength=self.n_tasks)
-        b_t = np.bincount(task, weights=bp, minlength=self.n_tasks)
+        # per task: pairs, candidate passes, baseline passes, from one count of
+        # (task, candidate passed, baseline passed)
+        per = np.bincount(
+            task.astype(np.int64) * 4 + (cp * 2 + bp), minlength=4 * self.n_tasks
+        ).reshape(-1, 4)
+        n_t = per.sum(axis=1)
+        c_t = (per[:, 2] + per[:, 3]).astype(float)
+        b_t = (per[:, 1] + per[:, 3]).astype(float)
         seen = n_t > 0
         diff = (c_t - b_t)[seen]
         wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
