@@ -16,7 +16,7 @@ modules identical to the product's, and a copy that freezes every table's behavi
 Where a table function itself was rewritten for speed, the oracle keeps what it replaced: the
 recommendations below are the pandas version of `results.recommend` (commit 73a2e45), and the
 paired comparison is every config's `paired_comparison` (the general merge-based route), not
-`compare_all`'s fast path.
+`compare_all`'s fast path; the config table and the table by tag are previous_config_table.py's.
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bench_pipeline.results._common import EPS, nan_to_none
-from bench_pipeline.results.by_tag import config_table_by_tag
 from bench_pipeline.results.compare import paired_comparison
-from bench_pipeline.results.config_table import config_table
 from bench_pipeline.results.grid import task_config_grid
 from bench_pipeline.results.pareto import pareto_frontier
 from bench_pipeline.results.recommend import KINDS, _fmt, _why_none
@@ -38,6 +36,7 @@ from bench_pipeline.results.regressions import detect_regressions
 from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
 from bench_pipeline.runs.derived import scenario_turns
 from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline_tests.previous_config_table import config_table, config_table_by_tag
 
 
 def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -63,8 +62,10 @@ def derived_tables(
     baseline_table = baseline_per_trial = None
     if baseline_run_id:
         bt, bs = run_rows(warehouse, baseline_run_id)
-        baseline_table = config_table(bt, bs) if not bt.empty else None
         baseline_per_trial = trial_overall(bt, bs) if not bt.empty else None
+        baseline_table = (
+            config_table(bt, bs, per_trial=baseline_per_trial) if not bt.empty else None
+        )
     table = config_table(trials, scores, baseline_table, per_trial=per_trial)
     grid = task_config_grid(trials, scores, per_trial=per_trial)
     recs = recommend(table)
