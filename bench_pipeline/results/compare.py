@@ -375,12 +375,14 @@ _SLOTS_LIMIT = 2**23
 _BAD, _HAS_PASS, _PASSED, _HOLDOUT, _SUCC = 1, 2, 4, 8, 16
 
 
-_PAIR_CODES = 1 << 10  # a pair's code: the candidate's flags | the baseline's << 5
+_NO_TRIAL = 32  # the flags of a (task, repetition) a config has no trial for
+_PAIR_CODES = 1 << 12  # a pair's code: the candidate's flags | the baseline's << 6
 
 
 class _PairClasses(NamedTuple):
     """What a pair's code says, one boolean per code (see `_FastPairs.summary`)."""
 
+    matched: np.ndarray  # both configs have a trial there
     infra: np.ndarray  # excluded: an infrastructure outcome or an inconclusive primary
     unscored: np.ndarray  # excluded: a side without a primary score
     main: np.ndarray  # counted, not holdout
@@ -392,12 +394,14 @@ class _PairClasses(NamedTuple):
 
 def _pair_classes() -> _PairClasses:
     code = np.arange(_PAIR_CODES)
-    fc, fb = code & 31, code >> 5
-    infra = ((fc | fb) & _BAD) > 0
-    unscored = ~infra & (((fc & fb) & _HAS_PASS) == 0)
-    kept = ~infra & ~unscored
+    fc, fb = code & 63, code >> 6
+    matched = ((fc | fb) & _NO_TRIAL) == 0
+    infra = matched & (((fc | fb) & _BAD) > 0)
+    unscored = matched & ~infra & (((fc & fb) & _HAS_PASS) == 0)
+    kept = matched & ~infra & ~unscored
     holdout = ((fc | fb) & _HOLDOUT) > 0
     return _PairClasses(
+        matched,
         infra,
         unscored,
         kept & ~holdout,
@@ -406,6 +410,19 @@ def _pair_classes() -> _PairClasses:
         (fb & _PASSED) > 0,
         ((fc & fb) & _SUCC) > 0,
     )
+
+
+class _ByKey(NamedTuple):
+    """One config's trials laid out by (task, repetition) code: what a comparison reads of
+    them, so that pairing two configs is elementwise, without gathering rows."""
+
+    flags: np.ndarray  # uint16: the trial's flags, _NO_TRIAL where none
+    task: np.ndarray  # task code (-1 where no trial)
+    cost: np.ndarray  # NaN where no trial
+    dur: np.ndarray
+    overall: np.ndarray
+    trials: int
+    first: int  # the trial at the smallest code
 
 
 _PAIR = _pair_classes()
@@ -423,6 +440,7 @@ class _FastPairs:
         self._table: np.ndarray | None = None  # every config's slots (_make_slots)
         self._bad = np.zeros(0, dtype=bool)
         self._one: dict[str, np.ndarray | None] = {}
+        self._keyed: dict[str, _ByKey | None] = {}
         self._made = False
         self.first_row = np.zeros(0, dtype=np.int64)
         # int32 codes (not int64): a million trials' arrays are a good part of the peak RSS
@@ -531,25 +549,50 @@ class _FastPairs:
             first[slow] = exact[slow]
         self.first_row = np.where(first < n, first, -1)
 
+    def _by_key(self, config: str, keep: bool = False) -> _ByKey | None:
+        """`config`'s trials by key (None: no slots, the generic route); `keep`: kept for
+        the next call (the baseline's serve every comparison)."""
+        if config in self._keyed:
+            return self._keyed[config]
+        slot = self._slot(config)
+        if slot is None:
+            return None
+        have = slot >= 0
+        rows = slot[have]
+
+        def spread(values: np.ndarray, empty: float | int, dtype: type) -> np.ndarray:
+            out = np.full(len(slot), empty, dtype=dtype)
+            out[have] = values[rows]
+            return out
+
+        keyed = _ByKey(
+            spread(self.flags, _NO_TRIAL, np.uint16),
+            spread(self.task, -1, np.int64),
+            spread(self.cost, np.nan, float),
+            spread(self.dur, np.nan, float),
+            spread(self.overall, np.nan, float),
+            len(rows),
+            int(rows[0]) if len(rows) else -1,
+        )
+        if keep:
+            self._keyed = {config: keyed}
+        return keyed
+
     def summary(self, candidate: str, baseline: str) -> dict | None:
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None
-        c_slot, b_slot = self._slot(candidate), self._slot(baseline)
-        if c_slot is None or b_slot is None:
+        cand, base = self._by_key(candidate), self._by_key(baseline, keep=True)
+        if cand is None or base is None or cand.trials == 0 or base.trials == 0:
             return None
-        c_have, b_have = c_slot >= 0, b_slot >= 0
-        n_c, n_b = int(c_have.sum()), int(b_have.sum())
-        if n_c == 0 or n_b == 0:
-            return None
-        both = c_have & b_have
-        c, b = c_slot[both], b_slot[both]
-        # a pair's two flag bytes as one code: its class (excluded, holdout, who passed) is a
-        # lookup, and the counts of every class one histogram
-        code = self.flags[c].astype(np.uint16) | (self.flags[b].astype(np.uint16) << 5)
+        n_c, n_b = cand.trials, base.trials
+        # a pair's two flag bytes as one code: its class (no pair, excluded, holdout, who
+        # passed) is a lookup, and the counts of every class one histogram
+        code = cand.flags | (base.flags << 6)
         hist = np.bincount(code, minlength=_PAIR_CODES)
         main = _PAIR.main[code]
         mcode = code[main]
         cp, bp = _PAIR.cp[mcode], _PAIR.bp[mcode]
+        matched = int(hist[_PAIR.matched].sum())
 
         def n(mask: np.ndarray) -> int:
             return int(hist[mask].sum())
@@ -567,8 +610,7 @@ class _FastPairs:
             "holdout_baseline_only": n(_PAIR.hold & ~_PAIR.cp & _PAIR.bp),
             "holdout_neither": n(_PAIR.hold & ~_PAIR.cp & ~_PAIR.bp),
         }
-        cm, bm = c[main], b[main]
-        task = self.task[cm]
+        task = cand.task[main]
         # per task: pairs, candidate passes, baseline passes, from one count of
         # (task, candidate passed, baseline passed)
         per = np.bincount(
@@ -581,8 +623,8 @@ class _FastPairs:
         diff = (c_t - b_t)[seen]
         wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
         both_ok = _PAIR.both_succeeded[mcode]
-        c_cost, b_cost = self.cost[cm], self.cost[bm]
-        c_dur, b_dur = self.dur[cm], self.dur[bm]
+        c_cost, b_cost = cand.cost[main], base.cost[main]
+        c_dur, b_dur = cand.dur[main], base.dur[main]
         cost_ok = both_ok & ~np.isnan(c_cost) & ~np.isnan(b_cost)
         dur_ok = both_ok & ~np.isnan(c_dur) & ~np.isnan(b_dur)
         cost_delta = c_cost[cost_ok] - b_cost[cost_ok]
@@ -591,8 +633,7 @@ class _FastPairs:
         b_spend, b_per = _spend_of(b_cost, main_counts["both_pass"] + main_counts["baseline_only"])
         pt = self.pt
         # (the rows a sort by key would have put first; the first row of the config)
-        c_first_key = int(c_slot[np.argmax(c_have)])
-        b_first_key = int(b_slot[np.argmax(b_have)])
+        c_first_key, b_first_key = cand.first, base.first
         c_first_row = int(self.first_row[self.cfg_index[candidate]])
         return {
             "candidate_config": candidate,
@@ -600,15 +641,15 @@ class _FastPairs:
             "baseline_config": baseline,
             "baseline_run_id": str(pt["run_id"].iloc[b_first_key]),
             "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[c_first_row]),
-            "pairs_matched": len(c),
+            "pairs_matched": matched,
             "pairs": len(mcode),
             **main_counts,
             "infra_excluded": infra_n,
             "unscored_excluded": unscored_n,
             "holdout_pairs": n(_PAIR.hold),
             **hold_counts,
-            "unpaired_candidate": n_c - len(c),
-            "unpaired_baseline": n_b - len(c),
+            "unpaired_candidate": n_c - matched,
+            "unpaired_baseline": n_b - matched,
             "tasks": int(seen.sum()),
             "candidate_tasks_all_pass": int((c_t[seen] == n_t[seen]).sum()),
             "baseline_tasks_all_pass": int((b_t[seen] == n_t[seen]).sum()),
@@ -624,8 +665,8 @@ class _FastPairs:
             ),
             **paired_effects(
                 task,
-                self.overall[cm],
-                self.overall[bm],
+                cand.overall[main],
+                base.overall[main],
                 cp,
                 bp,
                 task[cost_ok],
