@@ -414,3 +414,19 @@ def test_a_stale_cache_is_never_used(tmp_path: Path, make_stale) -> None:
     assert CACHED not in rebuilt.timings
     _equal_to_previous(wh, rebuilt, base_id=None)
     assert CACHED in compute_derived(wh, RUN).timings  # rebuilt for the files as they are now
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_analysis_as_it_was(tmp_path: Path) -> None:
+    """The cache's folder taken by a file (as a read-only or full disk would refuse it): each
+    analysis reads the files, gives the previous route's tables, and says nothing is cached."""
+    from bench_pipeline.warehouse import layout
+
+    wh = _warehouse(tmp_path, "run", seed=11, run_id=RUN, reps=4)
+    blocker = (wh.root / layout.per_trial_cache(RUN)).parent
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")
+    for _ in range(2):
+        derived = compute_derived(wh, RUN)
+        assert CACHED not in derived.timings
+        _equal_to_previous(wh, derived, base_id=None)
+    assert blocker.read_text() == "not a folder"

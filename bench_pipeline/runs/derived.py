@@ -366,8 +366,9 @@ def write_per_trial_cache(
     given) under `key`, atomically (temp file, then rename). One record batch whose numeric
     columns are the frame's own buffers (no copy while writing) and whose floats keep NaN as
     NaN (no validity bitmap): reading it back maps the file's pages into the frame (zero-copy),
-    so a column no table touches costs no memory. None when the warehouse cannot be written:
-    the next analysis rebuilds."""
+    so a column no table touches costs no memory. None when it cannot be written (logged):
+    the next analysis reads the files again."""
+    import contextlib
     import os
     import uuid
 
@@ -375,24 +376,27 @@ def write_per_trial_cache(
     import pyarrow.ipc as ipc
 
     target = warehouse.root / layout.per_trial_cache(run_id)
-    catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
-    schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
-    extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
-    if cells is not None:
-        extra[_CELLS_FIELD] = cells.to_json().encode()
-    schema = schema.with_metadata({**(schema.metadata or {}), **extra})
-    batch = pa.RecordBatch.from_arrays(
-        [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
-    )
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
+        catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
+        schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
+        extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
+        if cells is not None:
+            extra[_CELLS_FIELD] = cells.to_json().encode()
+        schema = schema.with_metadata({**(schema.metadata or {}), **extra})
+        batch = pa.RecordBatch.from_arrays(
+            [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         with ipc.new_file(str(tmp), schema) as writer:
             writer.write_batch(batch)
         os.replace(tmp, target)
-    except OSError as exc:
+    except (OSError, pa.ArrowException, TypeError, ValueError) as exc:
+        # (a cache is an optimisation: a column Arrow cannot hold, a read-only or full
+        # disk, leave the analysis as it was and the next one reads the files again)
         log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (no folder for it, maybe)
+            tmp.unlink(missing_ok=True)
         return None
     return target
 
