@@ -196,7 +196,11 @@ def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> N
     assert "generated 24 trials" in out
     assert "TOTAL compute_derived (read + every derived table)" in out
     assert "TOTAL a5575a0 derived tables" in out
-    assert out.count("peak RSS of the measuring process (VmHWM)") == 2
+    # this commit twice (the first analysis builds the per-trial cache, the steady one reads
+    # it), then the old route
+    assert "first analysis: builds the per-trial cache" in out and "store the per-trial" in out
+    assert "per-trial results + config x task sums (cached)" in out
+    assert out.count("peak RSS of the measuring process (VmHWM)") == 3
     assert "paired comparison" in out and "config table by tag" in out
 
 
@@ -227,8 +231,10 @@ def test_perf_script_measures_a_kept_warehouse_against_another_checkout(tmp_path
         check=True,
     ).stdout
     assert "generated" not in out  # the kept warehouse, not a new one
-    assert out.count("round 1 ") == 2 and out.count("round 2 ") == 2
-    assert "medians over 2 rounds" in out and "ratio" in out
+    # this tree's first and steady analyses and the other tree's, every round
+    assert out.count("round 1 ") == 3 and out.count("round 2 ") == 3
+    assert out.count("round 2 this tree, steady") == 1
+    assert "medians over 2 rounds (this tree first, steady / against)" in out and "ratio" in out
 
 
 def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:
@@ -243,3 +249,184 @@ def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:
     with pytest.raises(CorruptFileError) as err:
         compute_derived(wh, run_id)
     assert str(victim) in str(err.value) and "move it aside" in str(err.value)
+
+
+# --------------------------------------------------------------------------- the per-trial cache
+
+CACHED = "per-trial results + config x task sums (cached)"
+RUN, BASE = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
+
+
+def _equal_to_previous(wh: Warehouse, derived, base_id: str | None = BASE) -> None:
+    old, old_recs = reference.derived_tables(
+        wh, RUN, base_id, {"overall": 0.05, "cost": 0.25}, suite="perf"
+    )
+    for name in DERIVED_TABLES:
+        assert_same_table(name, derived.tables[name], old[name])
+    assert derived.recommendations == old_recs
+
+
+def _rescore(wh: Warehouse, config: str, rep: int, value: float) -> None:
+    """A rescore of one partition's `checks`: a newer row per trial, written as a rescore
+    writes it (a new file beside the partition's earlier scores)."""
+    from bench_pipeline.warehouse import layout
+
+    trials = wh.read("trials", RUN)
+    mine = trials[(trials["config_id"] == config) & (trials["repetition"] == rep)]
+    rows = [
+        {
+            "run_id": RUN,
+            "trial_id": t.trial_id,
+            "task_id": t.task_id,
+            "config_id": config,
+            "repetition": rep,
+            "scorer": "checks",
+            "scorer_group": "checks",
+            "weight": 1.0,
+            "status": "scored",
+            "value": value,
+            "rescore_id": "rescore-9",
+            "scored_at": pd.Timestamp("2025-02-01", tz="UTC"),
+        }
+        for t in mine.drop_duplicates("trial_id").itertuples()
+    ]
+    wh.write("scores", rows, RUN, layout.score_part(config, rep, "rescore-9"))
+
+
+@pytest.mark.parametrize("layout_name", ["run", "partition"])
+def test_the_cached_route_equals_the_previous_one_fresh_cached_and_after_a_rescore(
+    tmp_path: Path, layout_name: str
+) -> None:
+    from bench_pipeline.warehouse import layout
+
+    _warehouse(tmp_path, layout_name, seed=3, run_id=BASE, reps=4)
+    wh = _warehouse(tmp_path, layout_name, seed=11, run_id=RUN, reps=4)
+    cache = wh.root / layout.per_trial_cache(RUN)
+    assert not cache.exists()
+
+    fresh = compute_derived(wh, RUN, baseline_run_id=BASE)  # builds both runs' caches
+    assert CACHED not in fresh.timings and "store the per-trial cache" in fresh.timings
+    assert cache.exists() and (wh.root / layout.per_trial_cache(BASE)).exists()
+    _equal_to_previous(wh, fresh)
+
+    cached = compute_derived(wh, RUN, baseline_run_id=BASE)
+    assert CACHED in cached.timings and "store the per-trial cache" not in cached.timings
+    _equal_to_previous(wh, cached)
+
+    # a rescore that fails every checks score of cfg-1's first repetition: new files, a new key
+    before = cached.tables["config_table"].set_index("config_id")
+    _rescore(wh, "cfg-1", 1, 0.0)
+    rescored = compute_derived(wh, RUN, baseline_run_id=BASE)
+    assert CACHED not in rescored.timings
+    _equal_to_previous(wh, rescored)
+    after = rescored.tables["config_table"].set_index("config_id")
+    assert after.loc["cfg-1", "score_checks"] < before.loc["cfg-1", "score_checks"]
+    assert after.loc["cfg-0", "score_checks"] == before.loc["cfg-0", "score_checks"]
+
+    again = compute_derived(wh, RUN, baseline_run_id=BASE)
+    assert CACHED in again.timings
+    _equal_to_previous(wh, again)
+
+
+def test_the_cached_per_trial_rows_are_the_computed_ones(tmp_path: Path) -> None:
+    """Column for column, dtype for dtype (categories and their order, nullable booleans,
+    Arrow strings and lists), with the scorer catalog and the config x task sums."""
+    from bench_pipeline.runs.derived import per_trial_results
+
+    wh = _warehouse(tmp_path, "partition", seed=11, run_id=RUN, reps=4)
+    timings: dict[str, float] = {}
+    fresh, fresh_cells = per_trial_results(wh, RUN, timings)
+    assert CACHED not in timings
+    cached, cached_cells = per_trial_results(wh, RUN, timings)
+    assert CACHED in timings
+    pd.testing.assert_frame_equal(cached, fresh, check_exact=True)
+    assert cached.attrs["scorer_catalog"] == fresh.attrs["scorer_catalog"]
+    assert cached_cells.first.tolist() == fresh_cells.first.tolist()
+    assert cached_cells.n_groups == fresh_cells.n_groups
+    assert set(cached_cells.cells) == set(fresh_cells.cells)
+    for name, values in fresh_cells.cells.items():
+        got = cached_cells.cells[name]
+        assert got.dtype == values.dtype, name
+        if values.dtype == object:
+            assert got.tolist() == values.tolist(), name
+        else:
+            np.testing.assert_array_equal(got, values, err_msg=name)  # (NaN equals NaN)
+
+
+def _stale_by_replacing_a_score_file(wh: Warehouse) -> None:
+    """One partition's scores rewritten (as `Warehouse.drop_rows` does: a new file renamed
+    over the old one) with other values, its modification time put back as it was."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    victim = next(f for f in wh.files("scores", RUN) if f.name == "initial.parquet")
+    st = victim.stat()
+    table = pq.read_table(victim)
+    flipped = pc.subtract(pa.scalar(1.0), table["value"])
+    table = table.set_column(table.schema.get_field_index("value"), "value", flipped)
+    tmp = victim.with_name(".tmp.parquet")
+    pq.write_table(table, tmp)
+    os.replace(tmp, victim)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _stale_by_removing_a_trial_file(wh: Warehouse) -> None:
+    wh.files("trials", RUN)[0].unlink()
+
+
+def _stale_by_another_runs_cache(wh: Warehouse) -> None:
+    """Another run's cache (built from other files) copied over this run's."""
+    import shutil
+
+    from bench_pipeline.warehouse import layout
+
+    other = _warehouse(wh.root.parent / "other", "partition", seed=5, run_id=RUN, reps=4)
+    compute_derived(other, RUN)
+    shutil.copy(other.root / layout.per_trial_cache(RUN), wh.root / layout.per_trial_cache(RUN))
+
+
+def _stale_by_a_truncated_cache(wh: Warehouse) -> None:
+    from bench_pipeline.warehouse import layout
+
+    cache = wh.root / layout.per_trial_cache(RUN)
+    cache.write_bytes(cache.read_bytes()[:1000])
+
+
+@pytest.mark.parametrize(
+    "make_stale",
+    [
+        _stale_by_replacing_a_score_file,
+        _stale_by_removing_a_trial_file,
+        _stale_by_another_runs_cache,
+        _stale_by_a_truncated_cache,
+    ],
+)
+def test_a_stale_cache_is_never_used(tmp_path: Path, make_stale) -> None:
+    wh = _warehouse(tmp_path / "wh", "partition", seed=11, run_id=RUN, reps=4)
+    first = compute_derived(wh, RUN)
+    assert CACHED not in first.timings
+    assert CACHED in compute_derived(wh, RUN).timings  # (the cache is used when current)
+    make_stale(wh)
+    rebuilt = compute_derived(wh, RUN)
+    assert CACHED not in rebuilt.timings
+    _equal_to_previous(wh, rebuilt, base_id=None)
+    assert CACHED in compute_derived(wh, RUN).timings  # rebuilt for the files as they are now
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_analysis_as_it_was(tmp_path: Path) -> None:
+    """The cache's folder taken by a file (as a read-only or full disk would refuse it): each
+    analysis reads the files, gives the previous route's tables, and says nothing is cached."""
+    from bench_pipeline.warehouse import layout
+
+    wh = _warehouse(tmp_path, "run", seed=11, run_id=RUN, reps=4)
+    blocker = (wh.root / layout.per_trial_cache(RUN)).parent
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")
+    for _ in range(2):
+        derived = compute_derived(wh, RUN)
+        assert CACHED not in derived.timings
+        _equal_to_previous(wh, derived, base_id=None)
+    assert blocker.read_text() == "not a folder"

@@ -12,11 +12,14 @@ step, the total and the child's peak RSS (VmHWM).
         [--layout run|partition|trial] [--keep DIR] [--also-a5575a0]
     .venv/bin/python perf/analysis.py --warehouse DIR [--against OTHER_CHECKOUT --rounds N]
 
-`--warehouse DIR` measures a warehouse an earlier `--keep DIR` wrote (no generating);
-`--against DIR` times another checkout's compute_derived on the same files (e.g. the commit
-before: `git archive <commit> | tar -x -C DIR`), alternating with this tree's over `--rounds`
-fresh processes, and prints the median wall, CPU and peak RSS of each and their ratios (the
-machine's load moves wall time; same-round ratios and CPU time move less).
+Each tree's analysis is timed twice: a first one (the run's per-trial cache removed: it reads
+the trials and scores and rebuilds the cache) and a steady one (the cache built from the current
+files: it reads that instead). `--warehouse DIR` measures a warehouse an earlier `--keep DIR`
+wrote (no generating); `--against DIR` times another checkout's compute_derived on the same
+files (e.g. the commit before: `git archive <commit> | tar -x -C DIR`), alternating with this
+tree's first and steady analyses over `--rounds` fresh processes, and prints the median wall,
+CPU and peak RSS of each and their ratios (the machine's load moves wall time; same-round
+ratios and CPU time move less).
 
 `--layout`: how the rows are split into files. `partition` is what a run writes for scores (one
 file per partition and (re)score: `<config>/rep<N>/<rescore_id>.parquet`) with the trials of a
@@ -411,10 +414,16 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, PYTHONPATH=str(here))
         if args.against is not None:
             return _interleaved(root, here, args.against, max(args.rounds, 1), env)
-        print("compute_derived (this commit), in a fresh process:")
-        child = subprocess.run(
-            [sys.executable, __file__, "--measure", str(root)], env=env, check=False
-        )
+        child = None
+        for label in ("first analysis: builds the per-trial cache", "steady: the cache is current"):
+            if label.startswith("first"):
+                drop_cache(root)
+            print(f"compute_derived (this commit), {label}, in a fresh process:")
+            child = subprocess.run(
+                [sys.executable, __file__, "--measure", str(root)], env=env, check=False
+            )
+            if child.returncode != 0:
+                return child.returncode
         if args.also_a5575a0 and child.returncode == 0:
             print("a5575a0's route on the same files, in a fresh process:")
             child = subprocess.run(
@@ -423,13 +432,30 @@ def main(argv: list[str] | None = None) -> int:
         return child.returncode
 
 
+def drop_cache(root: Path) -> None:
+    """Remove the run's per-trial cache (the next analysis is a first one: it rebuilds it)."""
+    from bench_pipeline.warehouse import layout
+
+    (root / layout.per_trial_cache(RUN_ID)).unlink(missing_ok=True)
+
+
 def _interleaved(root: Path, here: Path, other: Path, rounds: int, env: dict) -> int:
     """This tree's and `other`'s compute_derived on the same files, alternating, each run in a
-    fresh process; per round wall, CPU and peak RSS, then the medians and their ratios."""
-    trees = [("this tree", here), (f"against {other}", other.resolve())]
-    seen: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in trees}
+    fresh process; this tree twice per round: a first analysis (its per-trial cache removed
+    before: it rebuilds it) and a steady one (the cache current). Per round wall, CPU and peak
+    RSS, then the medians and their ratios to `other`'s."""
+    runs = [
+        ("this tree, first", here, True),
+        ("this tree, steady", here, False),
+        (f"against {other}", other.resolve(), False),
+    ]
+    seen: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _, _ in runs}
     for n in range(rounds):
-        for label, tree in trees if n % 2 == 0 else trees[::-1]:
+        # (this tree's first run always precedes its steady one: it is what makes the cache)
+        order = runs if n % 2 == 0 else [runs[2], runs[0], runs[1]]
+        for label, tree, fresh in order:
+            if fresh:
+                drop_cache(root)
             cmd = [sys.executable, __file__, "--measure", str(root), "--tree", str(tree)]
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             if out.returncode != 0:
@@ -449,13 +475,16 @@ def _interleaved(root: Path, here: Path, other: Path, rounds: int, env: dict) ->
             wall, cpu, hwm = seen[label][-1]
             print(f"round {n + 1} {label}: wall {wall:.3f} s, CPU {cpu:.3f} s, peak {hwm:,.0f} MiB")
     med = {
-        label: [statistics.median(v[i] for v in runs) for i in range(3)]
-        for label, runs in seen.items()
+        label: [statistics.median(v[i] for v in got) for i in range(3)]
+        for label, got in seen.items()
     }
-    (a, b) = (med[label] for label, _ in trees)
-    print(f"medians over {rounds} rounds (this tree / against):")
+    first, steady, against = (med[label] for label, _, _ in runs)
+    print(f"medians over {rounds} rounds (this tree first, steady / against):")
     for i, name in enumerate(("wall s", "CPU s", "peak RSS MiB")):
-        print(f"  {name:<13} {a[i]:9.3f} / {b[i]:9.3f}   ratio {a[i] / b[i]:.3f}")
+        print(
+            f"  {name:<13} {first[i]:9.3f}, {steady[i]:9.3f} / {against[i]:9.3f}   ratios "
+            f"{first[i] / against[i]:.3f}, {steady[i] / against[i]:.3f}"
+        )
     return 0
 
 

@@ -23,6 +23,7 @@ _HOME = {
     "sign_test_p": "compare",
     "config_table": "config_table",
     "config_cells": "config_table",
+    "ConfigCells": "config_table",
     "grid_pivot": "grid",
     "task_config_grid": "grid",
     "pareto_chart": "pareto",
@@ -75,6 +76,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
+    "ConfigCells",
     "TRIAL_COLUMNS",
     "clustered_ci_by",
     "clustered_mean_ci",

@@ -14,7 +14,7 @@ import pandas as pd
 
 from bench_pipeline.formats.vocabulary import UNTAGGED
 
-from ._common import first_rows, single_run, str_codes
+from ._common import first_rows, n_distinct, single_run, str_codes
 from .config_table import (
     ConfigCells,
     aggregate_trials,
@@ -61,7 +61,7 @@ def config_table_by_tag(
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "config_table_by_tag")
     catalog = catalog_for(pt, scores)
-    k = int(pt["repetition"].nunique()) if len(pt) else 0
+    k = n_distinct(pt["repetition"]) if len(pt) else 0
     if len(pt) == 0:
         return aggregate_trials(
             pt.assign(tag=pd.Series(dtype=object)), ["tag", "config_id"], catalog, k

@@ -41,13 +41,14 @@ else the first config in trial order.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
-from ._common import nan_to_none, single_run, str_codes
+from ._common import first_rows, nan_to_none, single_run, str_codes
 from .effects import paired_effects
 from .scores import trial_overall
 
@@ -367,14 +368,81 @@ def compare_all(
     return pd.DataFrame(rows)
 
 
+# the most (config, key) slots _FastPairs holds at once (int32 each: 32 MiB; a million trials
+# of 8 configs take 1M)
+_SLOTS_LIMIT = 2**23
+# per-trial flags of _FastPairs, packed in one byte: two gathers per pair instead of ten
+_BAD, _HAS_PASS, _PASSED, _HOLDOUT, _SUCC = 1, 2, 4, 8, 16
+
+
+_NO_TRIAL = 32  # the flags of a (task, repetition) a config has no trial for
+_PAIR_CODES = 1 << 12  # a pair's code: the candidate's flags | the baseline's << 6
+
+
+class _PairClasses(NamedTuple):
+    """What a pair's code says, one boolean per code (see `_FastPairs.summary`)."""
+
+    matched: np.ndarray  # both configs have a trial there
+    infra: np.ndarray  # excluded: an infrastructure outcome or an inconclusive primary
+    unscored: np.ndarray  # excluded: a side without a primary score
+    main: np.ndarray  # counted, not holdout
+    hold: np.ndarray  # counted, holdout
+    cp: np.ndarray  # the candidate passed
+    bp: np.ndarray  # the baseline passed
+    both_succeeded: np.ndarray
+
+
+def _pair_classes() -> _PairClasses:
+    code = np.arange(_PAIR_CODES)
+    fc, fb = code & 63, code >> 6
+    matched = ((fc | fb) & _NO_TRIAL) == 0
+    infra = matched & (((fc | fb) & _BAD) > 0)
+    unscored = matched & ~infra & (((fc & fb) & _HAS_PASS) == 0)
+    kept = matched & ~infra & ~unscored
+    holdout = ((fc | fb) & _HOLDOUT) > 0
+    return _PairClasses(
+        matched,
+        infra,
+        unscored,
+        kept & ~holdout,
+        kept & holdout,
+        (fc & _PASSED) > 0,
+        (fb & _PASSED) > 0,
+        ((fc & fb) & _SUCC) > 0,
+    )
+
+
+class _ByKey(NamedTuple):
+    """One config's trials laid out by (task, repetition) code: what a comparison reads of
+    them, so that pairing two configs is elementwise, without gathering rows."""
+
+    flags: np.ndarray  # uint16: the trial's flags, _NO_TRIAL where none
+    task: np.ndarray  # task code (-1 where no trial)
+    cost: np.ndarray  # NaN where no trial
+    dur: np.ndarray
+    overall: np.ndarray
+    trials: int
+    first: int  # the trial at the smallest code
+
+
+_PAIR = _pair_classes()
+
+
 class _FastPairs:
-    """compare_all on integer codes: per-trial flags are computed once, pairs are joined by
-    (task, repetition) codes with a sort, per-task signs come from bincount. Falls back (returns
-    None) when a side repeats a (task, repetition), where the generic merge defines the pairs."""
+    """compare_all on integer codes: per-trial flags are computed once (packed in a byte),
+    every config's trials are placed in a table by (task, repetition) code, so a pair is the
+    same slot of two configs' tables (in key order, as a sort-merge would give them), and
+    per-task signs come from bincount. Falls back (returns None) when a side repeats a
+    (task, repetition), where the generic merge defines the pairs."""
 
     def __init__(self, pt: pd.DataFrame) -> None:
         self.pt = pt
-        self._sorted: dict[str, np.ndarray | None] = {}
+        self._table: np.ndarray | None = None  # every config's slots (_make_slots)
+        self._bad = np.zeros(0, dtype=bool)
+        self._one: dict[str, np.ndarray | None] = {}
+        self._keyed: dict[str, _ByKey | None] = {}
+        self._made = False
+        self.first_row = np.zeros(0, dtype=np.int64)
         # int32 codes (not int64): a million trials' arrays are a good part of the peak RSS
         cfg, cfg_u = str_codes(pt["config_id"])
         self.cfg = cfg.astype(np.int32)
@@ -383,25 +451,34 @@ class _FastPairs:
         self.task = task.astype(np.int32)
         self.n_tasks = len(task_u)
         del cfg, task
-        rep_codes, rep_u = pd.factorize(pt["repetition"], use_na_sentinel=True)
+        rep_codes, rep_u = _repetition_codes(pt["repetition"])
         wide = (len(task_u) + 1) * (len(rep_u) + 1) >= 2**31
         self.key = np.where(
             (self.task >= 0) & (rep_codes >= 0),
             self.task.astype(np.int64 if wide else np.int32) * (len(rep_u) + 1) + rep_codes,
             -1,
         ).astype(np.int64 if wide else np.int32)
+        self.n_keys = (len(task_u) + 1) * (len(rep_u) + 1)
         del rep_codes
         out_codes, out_u = str_codes(pt["outcome"])
         infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
         succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
-        self.infra = infra_u[out_codes]
-        self.succ = succ_u[out_codes]
-        self.inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
+        inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
             dtype=bool, na_value=False
         )
         passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
-        self.has_pass = ~np.isnan(passed)
-        self.passed = passed == 1.0
+        holdout = (
+            pt["holdout"].to_numpy(dtype=bool, na_value=False)
+            if "holdout" in pt
+            else np.zeros(len(pt), dtype=bool)
+        )
+        flags = (infra_u[out_codes] | inconclusive).astype(np.uint8)
+        flags |= np.where(np.isnan(passed), 0, _HAS_PASS).astype(np.uint8)
+        flags |= np.where(passed == 1.0, _PASSED, 0).astype(np.uint8)
+        flags |= np.where(holdout, _HOLDOUT, 0).astype(np.uint8)
+        flags |= np.where(succ_u[out_codes], _SUCC, 0).astype(np.uint8)
+        self.flags = flags
+        del out_codes, inconclusive, passed, holdout
         self.cost = (
             pt["cost_usd"].to_numpy(dtype=float, na_value=np.nan)
             if "cost_usd" in pt
@@ -417,74 +494,162 @@ class _FastPairs:
             if "duration_seconds" in pt
             else np.full(len(pt), np.nan)
         )
-        self.holdout = (
-            pt["holdout"].to_numpy(dtype=bool, na_value=False)
-            if "holdout" in pt
-            else np.zeros(len(pt), dtype=bool)
-        )
 
-    def _rows(self, config: str) -> np.ndarray | None:
-        if config not in self._sorted:  # (the baseline's rows serve every comparison)
-            self._sorted[config] = self._sorted_rows(config)
-        return self._sorted[config]
+    def _slot(self, config: str) -> np.ndarray | None:
+        """The config's trial row at every (task, repetition) code (-1: none); None when one
+        of its trials has no code or two share one."""
+        if not self._made:
+            self._make_slots()
+            self._made = True
+        i = self.cfg_index[config]
+        if self._table is not None:
+            return None if self._bad[i] else self._table[i]
+        if config not in self._one:  # (the baseline's table serves every comparison)
+            self._one = {config: self._make_slot(config)}
+        return self._one[config]
 
-    def _sorted_rows(self, config: str) -> np.ndarray | None:
+    def _make_slot(self, config: str) -> np.ndarray | None:
+        """One config's slots (when a table of every config's would be too big)."""
         rows = np.flatnonzero(self.cfg == self.cfg_index[config])
         keys = self.key[rows]
-        rows = rows[np.argsort(keys, kind="stable")]
-        keys = self.key[rows]
-        if len(keys) and (keys[0] < 0 or (keys[1:] == keys[:-1]).any()):
+        if len(keys) and keys.min() < 0:
             return None
-        return rows
+        slot = np.full(self.n_keys, -1, dtype=np.int32 if len(self.pt) < 2**31 else np.int64)
+        slot[keys] = rows
+        return slot if np.array_equal(slot[keys], rows) else None
+
+    def _make_slots(self) -> None:
+        """Every config's slots in one pass over the trials (a row per config code)."""
+        n, n_cfg = len(self.pt), len(self.cfg_index)
+        if self.n_keys > 2 * n + 1024:  # sparse (task, repetition) codes: their ranks
+            known = self.key >= 0
+            ranks = np.unique(self.key[known], return_inverse=True)[1].reshape(-1)
+            self.key[known] = ranks
+            self.n_keys = int(ranks.max()) + 1 if len(ranks) else 1
+        if n_cfg * self.n_keys > _SLOTS_LIMIT:
+            self.first_row = first_rows(self.cfg.astype(np.int64), n_cfg)
+            return  # (then _slot makes one config's at a time)
+        table = np.full((n_cfg, self.n_keys), -1, dtype=np.int32 if n < 2**31 else np.int64)
+        has = (self.cfg >= 0) & (self.key >= 0)
+        rows = np.arange(n) if has.all() else np.flatnonzero(has)
+        cfg, key = self.cfg[rows], self.key[rows]
+        table[cfg, key] = rows
+        # a config with a trial without a key, or two trials on one key (a later row took the
+        # slot), has no table: the generic merge defines its pairs
+        bad = np.bincount(self.cfg[(self.cfg >= 0) & (self.key < 0)], minlength=n_cfg) > 0
+        lost = table[cfg, key] != rows
+        if lost.any():
+            bad |= np.bincount(cfg[lost], minlength=n_cfg) > 0
+        self._table, self._bad = table, bad
+        # a config's first row is its smallest slot (every row of it has one, unless bad)
+        first = np.where(table >= 0, table, n).min(axis=1, initial=n)
+        slow = np.flatnonzero(bad)  # (those may have rows without a slot)
+        if len(slow):
+            exact = first_rows(self.cfg.astype(np.int64), n_cfg)
+            first[slow] = exact[slow]
+        self.first_row = np.where(first < n, first, -1)
+
+    def _by_key(self, config: str, keep: bool = False) -> _ByKey | None:
+        """`config`'s trials by key (None: no slots, the generic route); `keep`: kept for
+        the next call (the baseline's serve every comparison)."""
+        if config in self._keyed:
+            return self._keyed[config]
+        slot = self._slot(config)
+        if slot is None:
+            return None
+        have = slot >= 0
+        rows = slot[have]
+
+        def spread(values: np.ndarray, empty: float | int, dtype: type) -> np.ndarray:
+            out = np.full(len(slot), empty, dtype=dtype)
+            out[have] = values[rows]
+            return out
+
+        keyed = _ByKey(
+            spread(self.flags, _NO_TRIAL, np.uint16),
+            spread(self.task, -1, np.int64),
+            spread(self.cost, np.nan, float),
+            spread(self.dur, np.nan, float),
+            spread(self.overall, np.nan, float),
+            len(rows),
+            int(rows[0]) if len(rows) else -1,
+        )
+        if keep:
+            self._keyed = {config: keyed}
+        return keyed
 
     def summary(self, candidate: str, baseline: str) -> dict | None:
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None
-        c_rows, b_rows = self._rows(candidate), self._rows(baseline)
-        if c_rows is None or b_rows is None or len(c_rows) == 0 or len(b_rows) == 0:
+        cand, base = self._by_key(candidate), self._by_key(baseline, keep=True)
+        if cand is None or base is None or cand.trials == 0 or base.trials == 0:
             return None
-        ck, bk = self.key[c_rows], self.key[b_rows]
-        pos = np.minimum(np.searchsorted(bk, ck), len(bk) - 1)
-        hit = bk[pos] == ck
-        c, b = c_rows[hit], b_rows[pos[hit]]
-        infra = self.infra[c] | self.infra[b] | self.inconclusive[c] | self.inconclusive[b]
-        unscored = ~infra & ~(self.has_pass[c] & self.has_pass[b])
-        kept = ~infra & ~unscored
-        hold = self.holdout[c] | self.holdout[b]
-        main, hmask = kept & ~hold, kept & hold
-        cp, bp = self.passed[c[main]], self.passed[b[main]]
-        hcp, hbp = self.passed[c[hmask]], self.passed[b[hmask]]
-        task = self.task[c[main]]
-        n_t = np.bincount(task, minlength=self.n_tasks)
-        c_t = np.bincount(task, weights=cp, minlength=self.n_tasks)
-        b_t = np.bincount(task, weights=bp, minlength=self.n_tasks)
+        n_c, n_b = cand.trials, base.trials
+        # a pair's two flag bytes as one code: its class (no pair, excluded, holdout, who
+        # passed) is a lookup, and the counts of every class one histogram
+        code = cand.flags | (base.flags << 6)
+        hist = np.bincount(code, minlength=_PAIR_CODES)
+        main = _PAIR.main[code]
+        mcode = code[main]
+        cp, bp = _PAIR.cp[mcode], _PAIR.bp[mcode]
+        matched = int(hist[_PAIR.matched].sum())
+
+        def n(mask: np.ndarray) -> int:
+            return int(hist[mask].sum())
+
+        infra_n, unscored_n = n(_PAIR.infra), n(_PAIR.unscored)
+        main_counts = {
+            "both_pass": n(_PAIR.main & _PAIR.cp & _PAIR.bp),
+            "candidate_only": n(_PAIR.main & _PAIR.cp & ~_PAIR.bp),
+            "baseline_only": n(_PAIR.main & ~_PAIR.cp & _PAIR.bp),
+            "neither": n(_PAIR.main & ~_PAIR.cp & ~_PAIR.bp),
+        }
+        hold_counts = {
+            "holdout_both_pass": n(_PAIR.hold & _PAIR.cp & _PAIR.bp),
+            "holdout_candidate_only": n(_PAIR.hold & _PAIR.cp & ~_PAIR.bp),
+            "holdout_baseline_only": n(_PAIR.hold & ~_PAIR.cp & _PAIR.bp),
+            "holdout_neither": n(_PAIR.hold & ~_PAIR.cp & ~_PAIR.bp),
+        }
+        task = cand.task[main]
+        # per task: pairs, candidate passes, baseline passes, from one count of
+        # (task, candidate passed, baseline passed)
+        per = np.bincount(
+            task.astype(np.int64) * 4 + (cp * 2 + bp), minlength=4 * self.n_tasks
+        ).reshape(-1, 4)
+        n_t = per.sum(axis=1)
+        c_t = (per[:, 2] + per[:, 3]).astype(float)
+        b_t = (per[:, 1] + per[:, 3]).astype(float)
         seen = n_t > 0
         diff = (c_t - b_t)[seen]
         wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
-        cm, bm = c[main], b[main]
-        both_ok = self.succ[cm] & self.succ[bm]
-        cost_ok = both_ok & ~np.isnan(self.cost[cm]) & ~np.isnan(self.cost[bm])
-        dur_ok = both_ok & ~np.isnan(self.dur[cm]) & ~np.isnan(self.dur[bm])
-        cost_delta = self.cost[cm][cost_ok] - self.cost[bm][cost_ok]
-        dur_delta = self.dur[cm][dur_ok] - self.dur[bm][dur_ok]
-        c_spend, c_per = _spend(pd.Series(self.cost[cm]), int(cp.sum()))
-        b_spend, b_per = _spend(pd.Series(self.cost[bm]), int(bp.sum()))
+        both_ok = _PAIR.both_succeeded[mcode]
+        c_cost, b_cost = cand.cost[main], base.cost[main]
+        c_dur, b_dur = cand.dur[main], base.dur[main]
+        cost_ok = both_ok & ~np.isnan(c_cost) & ~np.isnan(b_cost)
+        dur_ok = both_ok & ~np.isnan(c_dur) & ~np.isnan(b_dur)
+        cost_delta = c_cost[cost_ok] - b_cost[cost_ok]
+        dur_delta = c_dur[dur_ok] - b_dur[dur_ok]
+        c_spend, c_per = _spend_of(c_cost, main_counts["both_pass"] + main_counts["candidate_only"])
+        b_spend, b_per = _spend_of(b_cost, main_counts["both_pass"] + main_counts["baseline_only"])
         pt = self.pt
+        # (the rows a sort by key would have put first; the first row of the config)
+        c_first_key, b_first_key = cand.first, base.first
+        c_first_row = int(self.first_row[self.cfg_index[candidate]])
         return {
             "candidate_config": candidate,
-            "candidate_run_id": str(pt["run_id"].iloc[c_rows[0]]),
+            "candidate_run_id": str(pt["run_id"].iloc[c_first_key]),
             "baseline_config": baseline,
-            "baseline_run_id": str(pt["run_id"].iloc[b_rows[0]]),
-            "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[int(c_rows.min())]),
-            "pairs_matched": len(c),
-            "pairs": int(main.sum()),
-            **_counts(cp, bp),
-            "infra_excluded": int(infra.sum()),
-            "unscored_excluded": int(unscored.sum()),
-            "holdout_pairs": int(hmask.sum()),
-            **_counts(hcp, hbp, "holdout_"),
-            "unpaired_candidate": len(c_rows) - len(c),
-            "unpaired_baseline": len(b_rows) - len(c),
+            "baseline_run_id": str(pt["run_id"].iloc[b_first_key]),
+            "primary_scorer": nan_to_none(pt["primary_scorer"].iloc[c_first_row]),
+            "pairs_matched": matched,
+            "pairs": len(mcode),
+            **main_counts,
+            "infra_excluded": infra_n,
+            "unscored_excluded": unscored_n,
+            "holdout_pairs": n(_PAIR.hold),
+            **hold_counts,
+            "unpaired_candidate": n_c - matched,
+            "unpaired_baseline": n_b - matched,
             "tasks": int(seen.sum()),
             "candidate_tasks_all_pass": int((c_t[seen] == n_t[seen]).sum()),
             "baseline_tasks_all_pass": int((b_t[seen] == n_t[seen]).sum()),
@@ -500,8 +665,8 @@ class _FastPairs:
             ),
             **paired_effects(
                 task,
-                self.overall[cm],
-                self.overall[bm],
+                cand.overall[main],
+                base.overall[main],
                 cp,
                 bp,
                 task[cost_ok],
@@ -510,3 +675,23 @@ class _FastPairs:
                 dur_delta,
             ),
         }
+
+
+def _repetition_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per trial, -1 when null; the distinct values): integers in a compact range
+    by their offset from the smallest (no hash table), anything else factorized."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu" and len(values):
+        v = values.to_numpy()
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo <= 8 * len(v) + 1024:
+            return (v - lo).astype(np.int64), np.arange(lo, hi + 1)
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    return codes, np.asarray(uniques)
+
+
+def _spend_of(cost: np.ndarray, passes: int) -> tuple[float | None, float | None]:
+    """`_spend` of a float array (no Series made)."""
+    if len(cost) == 0 or np.isnan(cost).any():
+        return None, None
+    total = float(cost.sum())
+    return total, (total / passes if passes else None)

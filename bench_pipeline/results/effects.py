@@ -54,7 +54,9 @@ def task_sums(tasks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     """Per-task sum and count of the non-null `values` (tasks: any hashable labels or codes)."""
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
-    tasks = np.asarray(tasks)[keep]
+    tasks = np.asarray(tasks)
+    if not keep.all():  # (usually every value is known: no copies)
+        tasks, values = tasks[keep], values[keep]
     if (
         tasks.dtype.kind in "iu"
         and len(tasks)
@@ -65,11 +67,11 @@ def task_sums(tasks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
         # order as np.unique's ranks, without the sort)
         n_codes = np.bincount(tasks)
         present = n_codes > 0
-        sums = np.bincount(tasks, weights=values[keep])[present]
+        sums = np.bincount(tasks, weights=values)[present]
         return sums, n_codes[present].astype(float)
     _, codes = np.unique(tasks, return_inverse=True)
     codes = codes.reshape(-1)
-    sums = np.bincount(codes, weights=values[keep])
+    sums = np.bincount(codes, weights=values)
     counts = np.bincount(codes).astype(float)
     return sums, counts
 
@@ -80,6 +82,16 @@ def _resamples(g: int, n_boot: int, seed: int) -> np.ndarray:
     idx = np.random.default_rng(seed).integers(0, g, size=(n_boot, g))
     idx.setflags(write=False)
     return idx
+
+
+@lru_cache(maxsize=8)
+def _draw_counts(g: int, n_boot: int, seed: int) -> np.ndarray:
+    """How many times each of the g tasks is drawn in each resample of `_resamples`."""
+    idx = _resamples(g, n_boot, seed)
+    flat = (idx + g * np.arange(n_boot)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=n_boot * g).reshape(n_boot, g).astype(float)
+    counts.setflags(write=False)
+    return counts
 
 
 @lru_cache(maxsize=8)
@@ -101,8 +113,10 @@ def bootstrap_from_sums(
     g = len(sums)
     if g < 2:
         return None, None
-    idx = _resamples(g, n_boot, seed)
-    means = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    draws = _draw_counts(g, n_boot, seed)
+    # (how often each task is drawn, times its sums: the resampled totals as a product,
+    # equal to summing the drawn tasks' sums but for rounding, without gathering them)
+    means = (draws @ sums) / (draws @ counts)
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)

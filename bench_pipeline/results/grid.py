@@ -17,20 +17,30 @@ import numpy as np
 import pandas as pd
 
 from ._common import as_str_series, display_key, score_col, single_run, str_codes
-from .config_table import catalog_for
+from .config_table import ConfigCells, catalog_for
 from .scores import trial_overall
 
 
 def task_config_grid(
-    trials: pd.DataFrame, scores: pd.DataFrame, *, per_trial: pd.DataFrame | None = None
+    trials: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    per_trial: pd.DataFrame | None = None,
+    cells: ConfigCells | None = None,
 ) -> pd.DataFrame:
-    """One row per (task_id, config_id) with repetition counts, means and the trial ids."""
+    """One row per (task_id, config_id) with repetition counts, means and the trial ids.
+    `cells`: `config_cells(per_trial)`, whose per-(config, task) sums are the grid's cells
+    (then only the trial ids are gathered row by row)."""
     pt = per_trial if per_trial is not None else trial_overall(trials, scores)
     single_run(pt, "task_config_grid")
     catalog = catalog_for(pt, scores)
     groups = sorted(
         {g for g in catalog["scorer_group"] if score_col(g) in pt.columns}, key=display_key
     )
+    if cells is not None and cells.per_trial is pt:
+        grid = _grid_from_cells(pt, cells, groups)
+        if grid is not None:
+            return grid
     keys = ["task_id", "config_id"]
     t_codes, t_names = str_codes(pt["task_id"], sort=True)
     c_codes, c_names = str_codes(pt["config_id"], sort=True)
@@ -100,6 +110,99 @@ def task_config_grid(
     cols = ["run_id", "task_id", "config_id", "holdout", "reps", "reps_scored", "reps_passed"]
     cols += ["overall", *[score_col(g) for g in groups], "avg_cost_usd", "cost_known_reps"]
     return out[[*cols, "trial_ids"]]
+
+
+def _grid_from_cells(
+    pt: pd.DataFrame, config_cells: ConfigCells, groups: list[str]
+) -> pd.DataFrame | None:
+    """task_config_grid from the per-(config, task) sums of `config_cells` (the same sums in
+    the same row order: equal to the row-by-row route), None when they lack a column the grid
+    needs or the keys are not categoricals (the row-by-row route then)."""
+    cs = config_cells.cells
+    names = set(cs["_names"])
+    tasks, configs = pt["task_id"], pt["config_id"]
+    if (
+        any(g not in names for g in groups)
+        or ("holdout" in pt) != ("holdout" in cs)
+        or not isinstance(tasks.dtype, pd.CategoricalDtype)
+        or not isinstance(configs.dtype, pd.CategoricalDtype)
+    ):
+        return None
+    t_names, c_names = tasks.cat.categories, configs.cat.categories
+    n_c = len(c_names)
+    c_codes = configs.cat.codes.to_numpy().astype(np.int64)
+    t_codes = tasks.cat.codes.to_numpy().astype(np.int64)
+    # the config code of each config group, then a cell's grid position: task-major
+    group_config = c_codes[config_cells.first] if len(pt) else np.zeros(0, dtype=np.int64)
+    cfg_of_cell = group_config[cs["group"]]
+    ok = (cs["task"] >= 0) & (cfg_of_cell >= 0)
+    position = cs["task"][ok] * n_c + cfg_of_cell[ok]
+    take = np.flatnonzero(ok)[np.argsort(position, kind="stable")]
+    ids = np.sort(position)
+    n_cells = len(take)
+
+    def mean(s: str, c: str) -> np.ndarray:
+        num, den = cs[s][take], cs[c][take]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+    out = pd.DataFrame(
+        {
+            "task_id": np.asarray(t_names, dtype=object)[ids // n_c] if n_cells else [],
+            "config_id": np.asarray(c_names, dtype=object)[ids % n_c] if n_cells else [],
+        }
+    )
+    out["holdout"] = cs["holdout"][take] > 0 if "holdout" in cs else np.zeros(n_cells, bool)
+    out["reps"] = cs["trials"][take].astype(int)
+    out["reps_scored"] = cs["pass_n"][take].astype(int)
+    out["reps_passed"] = np.rint(cs["pass_sum"][take]).astype(int)
+    out["overall"] = mean("overall_sum", "overall_n")
+    for g in groups:
+        out[score_col(g)] = mean(f"v_sum:{g}", f"v_n:{g}")
+    out["avg_cost_usd"] = mean("cost_sum", "cost_n")
+    out["cost_known_reps"] = cs["cost_n"][take].astype(int)
+    out["trial_ids"] = _trial_ids(pt, t_codes, c_codes, n_c, n_cells)
+    out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)
+    for key in ("task_id", "config_id"):
+        out[key] = as_str_series(out[key]).to_numpy()
+    cols = ["run_id", "task_id", "config_id", "holdout", "reps", "reps_scored", "reps_passed"]
+    cols += ["overall", *[score_col(g) for g in groups], "avg_cost_usd", "cost_known_reps"]
+    return out[[*cols, "trial_ids"]]
+
+
+def _trial_ids(
+    pt: pd.DataFrame, t_codes: np.ndarray, c_codes: np.ndarray, n_c: int, n_cells: int
+) -> list[list[str]]:
+    """The trial ids of every grid cell (rows with a task and a config), by repetition (ties:
+    row order), cells in grid order."""
+    ok = (t_codes >= 0) & (c_codes >= 0)
+    every = bool(ok.all())
+    rows = None if every else np.flatnonzero(ok)
+    cell = t_codes * n_c + c_codes
+    del t_codes, c_codes
+    rep = pt["repetition"].to_numpy()
+    if not every:
+        cell, rep = cell[rows], rep[rows]
+    # dense ranks of the cells present (a bincount, not a sort)
+    present = np.bincount(cell, minlength=1) > 0 if len(cell) else np.zeros(1, dtype=bool)
+    cell_rank = (np.cumsum(present) - 1)[cell]
+    del present
+    lo, hi = (int(rep.min()), int(rep.max())) if len(rep) else (0, 0)
+    if np.issubdtype(rep.dtype, np.integer) and (hi - lo + 1) * max(n_cells, 1) < 2**62:
+        key = cell_rank.astype(np.int64) * (hi - lo + 1) + (rep.astype(np.int64) - lo)
+        # the usual order (a task's configs, each by repetition) needs no sort at all
+        order = None if bool((key[1:] >= key[:-1]).all()) else np.argsort(key, kind="stable")
+        key = key if order is None else key[order]
+        bounds = np.searchsorted(key // (hi - lo + 1), np.arange(1, n_cells))
+    else:
+        order = np.lexsort((rep, cell_rank))
+        bounds = np.searchsorted(cell_rank[order], np.arange(1, n_cells))
+    del cell, cell_rank, rep
+    if rows is not None:
+        order = rows if order is None else rows[order]
+    ids = pt["trial_id"].to_numpy(dtype=object)
+    ids = ids if order is None else ids[order]
+    return [chunk.tolist() for chunk in np.split(ids, bounds)][:n_cells]
 
 
 def grid_pivot(grid: pd.DataFrame, value: str = "overall") -> pd.DataFrame:

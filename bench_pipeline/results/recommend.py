@@ -42,6 +42,7 @@ def _fmt(x: object) -> str:
 
 def _comparability(table: pd.DataFrame) -> tuple[bool, str | None]:
     differing = []
+    ids: np.ndarray | None = None
     for col in table.columns:
         if not col.startswith("scored_") or col == "scored_share":
             continue
@@ -49,14 +50,17 @@ def _comparability(table: pd.DataFrame) -> tuple[bool, str | None]:
         of = table.get(f"of_{name}")
         if of is None:
             continue
-        mask = of > 0
-        share = table.loc[mask, col] / of[mask]
-        if len(share) > 1 and share.max() - share.min() > EPS:
+        of_n = of.to_numpy(dtype=float, na_value=np.nan)
+        mask = of_n > 0
+        scored = table[col].to_numpy(dtype=float, na_value=np.nan)[mask]
+        share = scored / of_n[mask]
+        known = share[~np.isnan(share)]  # (as a Series' max and min skip nulls)
+        if len(share) > 1 and len(known) and known.max() - known.min() > EPS:
+            if ids is None:
+                ids = np.asarray(table["config_id"].tolist(), dtype=object)
             parts = ", ".join(
                 f"{cid} {int(s)}/{int(o)}"
-                for cid, s, o in zip(
-                    table.loc[mask, "config_id"], table.loc[mask, col], of[mask], strict=True
-                )
+                for cid, s, o in zip(ids[mask], scored, of_n[mask], strict=True)
             )
             differing.append(f"{name}: {parts}")
     if not differing:
@@ -64,87 +68,102 @@ def _comparability(table: pd.DataFrame) -> tuple[bool, str | None]:
     return False, "configs have different shares of trials scored — " + "; ".join(differing)
 
 
+def _floats(table: pd.DataFrame, col: str) -> np.ndarray:
+    return table[col].to_numpy(dtype=float, na_value=np.nan)
+
+
 def recommend(table: pd.DataFrame) -> dict:
     """Best quality, most efficient and lowest cost config with comparability caveats.
 
     Controls (`is_control`: the oracle and the do-nothing agent) bound the scale but are never
-    recommended; a pick that no configuration qualifies for says why in `reasons`."""
+    recommended; a pick that no configuration qualifies for says why in `reasons`.
+    (On plain arrays and Python sorts: a table has a row per config, and a run's tables by tag
+    call this once per tag, where pandas' per-call overhead was most of the time.)"""
+    n = len(table)
     controls = (
-        table["is_control"].fillna(False).astype(bool)
+        table["is_control"].fillna(False).astype(bool).to_numpy()
         if "is_control" in table
-        else pd.Series(False, index=table.index)
+        else np.zeros(n, dtype=bool)
     )
-    candidates = table.loc[~controls]
-    rows = candidates.loc[candidates["overall"].notna()].copy()
-    full = rows["cost_coverage"].fillna(0) >= 1 - EPS
-    cost_known = full & rows["avg_cost_usd"].notna()
+    ids = table["config_id"].tolist()
+    overall = _floats(table, "overall")
+    cost = _floats(table, "avg_cost_usd")
+    coverage = np.nan_to_num(_floats(table, "cost_coverage"), nan=0.0)
+    full_all = coverage >= 1 - EPS
+    candidate = ~controls
+    scored = candidate & ~np.isnan(overall)
+    cost_known = scored & full_all & ~np.isnan(cost)  # (within the scored candidates)
+    rows = np.flatnonzero(scored)
     result: dict = dict.fromkeys(KINDS)
     reasons: dict[str, str] = {}
-    rank = rows.iloc[:0]
-    if len(rows):
-        rank = rows.assign(_cost=rows["avg_cost_usd"].where(cost_known, np.inf)).sort_values(
-            ["overall", "_cost", "config_id"], ascending=[False, True, True]
-        )
-        best = rank.iloc[0]
+    # the ranking of pandas' stable sort by (overall desc, known cost or inf, config_id)
+    rank = sorted(
+        rows.tolist(),
+        key=lambda i: (-overall[i], cost[i] if cost_known[i] else np.inf, ids[i]),
+    )
+    if rank:
+        best = rank[0]
         result["best_quality"] = {
-            "config_id": best["config_id"],
-            "overall": nan_to_none(best["overall"]),
-            "avg_cost_usd": nan_to_none(best["avg_cost_usd"]) if cost_known[best.name] else None,
+            "config_id": ids[best],
+            "overall": nan_to_none(overall[best]),
+            "avg_cost_usd": nan_to_none(cost[best]) if cost_known[best] else None,
         }
-    eff = rows.loc[cost_known & (rows["overall"] > 0)].copy()
-    if len(eff):
-        free = eff.loc[eff["avg_cost_usd"] <= EPS]
-        if len(free):  # a known cost of $0 with a score above 0 beats every ratio
-            top = free.sort_values(["overall", "config_id"], ascending=[False, True]).iloc[0]
+    eff = [i for i in rows.tolist() if cost_known[i] and overall[i] > 0]
+    if eff:
+        free = [i for i in eff if cost[i] <= EPS]
+        if free:  # a known cost of $0 with a score above 0 beats every ratio
+            top = sorted(free, key=lambda i: (-overall[i], ids[i]))[0]
             ratio = None
         else:
-            eff["_ratio"] = eff["overall"] / eff["avg_cost_usd"]
-            top = eff.sort_values(["_ratio", "config_id"], ascending=[False, True]).iloc[0]
-            ratio = float(top["_ratio"])
+            ratios = {i: float(overall[i] / cost[i]) for i in eff}
+            top = sorted(eff, key=lambda i: (-ratios[i], ids[i]))[0]
+            ratio = ratios[top]
         result["most_efficient"] = {
-            "config_id": top["config_id"],
+            "config_id": ids[top],
             "overall_per_usd": ratio,  # None: free (known cost $0)
-            "overall": float(top["overall"]),
-            "avg_cost_usd": float(top["avg_cost_usd"]),
+            "overall": float(overall[top]),
+            "avg_cost_usd": float(cost[top]),
         }
-    cheap = candidates.loc[
-        (candidates["cost_coverage"].fillna(0) >= 1 - EPS) & candidates["avg_cost_usd"].notna()
-    ]
-    if len(cheap):
-        cheap = cheap.assign(_o=cheap["overall"].fillna(-np.inf))
-        top = cheap.sort_values(
-            ["avg_cost_usd", "_o", "config_id"], ascending=[True, False, True]
-        ).iloc[0]
+    cheap = np.flatnonzero(candidate & full_all & ~np.isnan(cost)).tolist()
+    if cheap:
+        lowest = np.where(np.isnan(overall), -np.inf, overall)
+        top = sorted(cheap, key=lambda i: (cost[i], -lowest[i], ids[i]))[0]
         result["lowest_cost"] = {
-            "config_id": top["config_id"],
-            "avg_cost_usd": float(top["avg_cost_usd"]),
-            "overall": nan_to_none(top["overall"]),
+            "config_id": ids[top],
+            "avg_cost_usd": float(cost[top]),
+            "overall": nan_to_none(overall[top]),
         }
     for kind in KINDS:
         if result[kind] is None:
-            reasons[kind] = _why_none(kind, table, controls, rows, cost_known)
+            picked = table.loc[scored]
+            reasons[kind] = _why_none(
+                kind,
+                table,
+                pd.Series(controls, index=table.index),
+                picked,
+                pd.Series(cost_known[scored], index=picked.index),
+            )
     result["reasons"] = reasons
-    result["controls"] = sorted(table.loc[controls, "config_id"].astype(str))
+    result["controls"] = sorted(str(ids[i]) for i in np.flatnonzero(controls))
     result["comparable"], result["comparable_note"] = _comparability(table)
     result["overlap"], result["overlap_note"] = False, None
     if len(rank) >= 2:
-        first, second = rank.iloc[0], rank.iloc[1]
-        lows = (first["overall_ci_low"], second["overall_ci_low"])
-        highs = (first["overall_ci_high"], second["overall_ci_high"])
+        first, second = rank[0], rank[1]
+        low, high = _floats(table, "overall_ci_low"), _floats(table, "overall_ci_high")
+        lows = (low[first], low[second])
+        highs = (high[first], high[second])
         if all(nan_to_none(v) is not None for v in (*lows, *highs)):
             if lows[0] <= highs[1] and lows[1] <= highs[0]:
                 result["overlap"] = True
                 result["overlap_note"] = (
-                    f"best quality {first['config_id']} ({_fmt(first['overall'])}, 95% CI "
-                    f"{_fmt(lows[0])}-{_fmt(highs[0])}) and runner-up {second['config_id']} "
-                    f"({_fmt(second['overall'])}, 95% CI {_fmt(lows[1])}-{_fmt(highs[1])}) "
+                    f"best quality {ids[first]} ({_fmt(overall[first])}, 95% CI "
+                    f"{_fmt(lows[0])}-{_fmt(highs[0])}) and runner-up {ids[second]} "
+                    f"({_fmt(overall[second])}, 95% CI {_fmt(lows[1])}-{_fmt(highs[1])}) "
                     "overlap: the difference may be noise; add repetitions or tasks"
                 )
         else:
             result["overlap_note"] = "confidence intervals unavailable (fewer than two tasks)"
-    result["excluded_from_cost"] = sorted(
-        table.loc[table["cost_coverage"].fillna(0) < 1 - EPS, "config_id"].astype(str)
-    )
+    result["excluded_from_cost"] = sorted(str(ids[i]) for i in np.flatnonzero(~full_all))
     return result
 
 

@@ -9,6 +9,7 @@ and `bench report` all go through `compute_derived`.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from bench_pipeline.results import verdicts
+    from bench_pipeline.results.config_table import ConfigCells
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 DERIVED_TABLES = (
     "config_table",
@@ -146,7 +149,12 @@ ASSERT_READ = (*SCORE_READ, "task_id", "config_id", "repetition", "details_json"
 
 
 def derived_per_trial(
-    warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
+    warehouse: Warehouse,
+    run_id: str,
+    timings: dict[str, float] | None = None,
+    *,
+    trial_files: list[Path] | None = None,
+    score_files: list[Path] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
     """(trials: the latest row per trial, scores, per_trial: `latest_trial_overall` of them;
     None when the run has no trials) reading only the columns the derived tables use.
@@ -173,11 +181,15 @@ def derived_per_trial(
 
     timings = {} if timings is None else timings
     start = time.perf_counter()
-    trial_read = (*R.TRIAL_COLUMNS, "attempt_no")
-    t_arrow = read_arrow(warehouse, "trials", run_id, trial_read, dictionary=TRIAL_CATEGORICAL)
+    # (not the columns no derived table reads: the trials' error texts can be most of them)
+    trial_read = [c for c in (*R.TRIAL_COLUMNS, "attempt_no") if c not in PER_TRIAL_UNUSED]
+    t_arrow = read_arrow(
+        warehouse, "trials", run_id, trial_read, dictionary=TRIAL_CATEGORICAL, files=trial_files
+    )
     runs = sorted(dictionary_values(t_arrow.column("run_id")))
     one_run = len(t_arrow) > 0 and t_arrow.column("run_id").null_count == 0 and len(runs) == 1
-    files = warehouse.files("scores", run_id)  # both reads of the scores see the same files
+    # both reads of the scores see the same files
+    files = score_files if score_files is not None else warehouse.files("scores", run_id)
     if not one_run:  # no trials, or several runs in one run's folder: the general route
         trials = to_frame(t_arrow)
         del t_arrow
@@ -283,6 +295,166 @@ def _general_per_trial(
     return trials, scores, per_trial
 
 
+# --------------------------------------------------------------------------- per-trial cache
+
+# Per-trial columns no derived table reads: left out of the per-trial results (fresh or cached)
+# so the cache file and the frame stay small (trials' error texts are the big one).
+PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "groups_scored")
+# Bumped whenever what `derived_per_trial` computes changes: an older cache is then rebuilt.
+PER_TRIAL_FORMAT = "1"
+_KEY_FIELD = b"bench_pipeline.inputs"
+_CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
+_CELLS_FIELD = b"bench_pipeline.config_cells"
+
+
+def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[Path]) -> str:
+    """What a run's per-trial results are a function of: the format of the computation and
+    every trial and score file by name, size, modification time, inode and change time (a
+    warehouse file is never rewritten in place: a write is a new file renamed into place, so a
+    new inode and times; a rescore adds files). Taken BEFORE the files are read: a file
+    replaced meanwhile makes the key older than the rows, and the next analysis rebuilds."""
+    import hashlib
+
+    digest = hashlib.sha256(PER_TRIAL_FORMAT.encode())
+    root = warehouse.root
+    for table, files in (("trials", trial_files), ("scores", score_files)):
+        for path in files:
+            st = path.stat()
+            rel = path.relative_to(root).as_posix()
+            fields = (table, rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+            digest.update(json.dumps(fields).encode() + b"\n")
+    return f"{PER_TRIAL_FORMAT}:{len(trial_files)}:{len(score_files)}:{digest.hexdigest()}"
+
+
+def read_per_trial_cache(
+    warehouse: Warehouse, run_id: str, key: str
+) -> tuple[pd.DataFrame, ConfigCells | None] | None:
+    """The run's stored per-trial results (and config x task sums, when stored) when they were
+    built from exactly the files `key` names (`input_key`), else None (no cache, another key,
+    an unreadable file: rebuilt)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from bench_pipeline.warehouse.columns import _pandas_type
+
+    path = warehouse.root / layout.per_trial_cache(run_id)
+    try:
+        with pa.memory_map(str(path)) as source:
+            reader = ipc.open_file(source)
+            meta = reader.schema.metadata or {}
+            if meta.get(_KEY_FIELD) != key.encode():
+                return None
+            table = reader.read_all()
+        catalog = json.loads(meta[_CATALOG_FIELD])
+    except (OSError, pa.ArrowException, KeyError, ValueError):
+        return None
+    frame = table.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
+    del table
+    frame.attrs["scorer_catalog"] = catalog
+    cells = meta.get(_CELLS_FIELD)
+    return frame, (R.ConfigCells.from_json(frame, cells.decode()) if cells else None)
+
+
+def write_per_trial_cache(
+    warehouse: Warehouse,
+    run_id: str,
+    key: str,
+    per_trial: pd.DataFrame,
+    cells: ConfigCells | None = None,
+) -> Path | None:
+    """Store `per_trial` (with its scorer catalog, and its config x task sums `cells` when
+    given) under `key`, atomically (temp file, then rename). One record batch whose numeric
+    columns are the frame's own buffers (no copy while writing) and whose floats keep NaN as
+    NaN (no validity bitmap): reading it back maps the file's pages into the frame (zero-copy),
+    so a column no table touches costs no memory. None when it cannot be written (logged):
+    the next analysis reads the files again."""
+    import contextlib
+    import os
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    target = warehouse.root / layout.per_trial_cache(run_id)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
+        schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
+        extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
+        if cells is not None:
+            extra[_CELLS_FIELD] = cells.to_json().encode()
+        schema = schema.with_metadata({**(schema.metadata or {}), **extra})
+        batch = pa.RecordBatch.from_arrays(
+            [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
+        )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with ipc.new_file(str(tmp), schema) as writer:
+            writer.write_batch(batch)
+        os.replace(tmp, target)
+    except (OSError, pa.ArrowException, TypeError, ValueError) as exc:
+        # (a cache is an optimisation: a column Arrow cannot hold, a read-only or full
+        # disk, leave the analysis as it was and the next one reads the files again)
+        log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
+        with contextlib.suppress(OSError):  # (no folder for it, maybe)
+            tmp.unlink(missing_ok=True)
+        return None
+    return target
+
+
+def _arrow_column(values: pd.Series, kind: pa.DataType) -> pa.Array:
+    """One column of the per-trial cache as a single Arrow array: numpy numbers as they are
+    (zero-copy, NaN kept), the rest converted (categoricals: their codes; Arrow-backed
+    strings and lists: their own chunks, joined)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "fiu":
+        return pa.array(values.to_numpy(), type=kind)
+    array = pa.Table.from_pandas(values.to_frame(), preserve_index=False).column(0)
+    if array.type != kind:
+        array = array.cast(kind)
+    return array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+
+
+def _plain(value: object) -> object:
+    """JSON for the numpy scalars of a scorer catalog."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON: {value!r}")
+
+
+def per_trial_results(
+    warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
+) -> tuple[pd.DataFrame, ConfigCells] | None:
+    """The run's per-trial results (`derived_per_trial`'s, without PER_TRIAL_UNUSED) and their
+    config x task sums (`results.config_cells`): read from the per-trial cache when it was
+    built from the run's current trial and score files, else computed from them and stored
+    for the next analysis. None when the run has no trials."""
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    trial_files = warehouse.files("trials", run_id)
+    score_files = warehouse.files("scores", run_id)
+    key = input_key(warehouse, trial_files, score_files)
+    cached = read_per_trial_cache(warehouse, run_id, key)
+    if cached is not None and cached[1] is not None:
+        timings["per-trial results + config x task sums (cached)"] = time.perf_counter() - start
+        return cached[0], cached[1]
+    del cached
+    _, _, per_trial = derived_per_trial(
+        warehouse, run_id, timings, trial_files=trial_files, score_files=score_files
+    )
+    if per_trial is None:
+        return None
+    per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
+    cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
+    start = time.perf_counter()
+    write_per_trial_cache(warehouse, run_id, key, per_trial, cells)
+    timings["store the per-trial cache"] = time.perf_counter() - start
+    return per_trial, cells
+
+
 def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> pd.DataFrame:
     """The latest `assert` score rows with their details (what scenario_turns reads); the
     scorer catalog of `per_trial` tells whether there are any (no second scan if not)."""
@@ -305,6 +477,12 @@ def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> p
 # its own (a trim walks the heap: ~3 ms after a compacted run, ~0.1 s after thousands of small
 # files, so only where it pays).
 _TRIM_AFTER = {"baseline run", "config x task sums", "paired comparison", "task grid"}
+
+
+def _NO_ROWS() -> pd.DataFrame:  # noqa: N802 (reads as the constant it stands for)
+    import pandas as pd
+
+    return pd.DataFrame()
 
 
 def _timed(timings: dict[str, float], label: str, fn: Callable[[], T]) -> T:
@@ -352,9 +530,14 @@ def _compute_derived(
 
     timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    trials, scores, per_trial = derived_per_trial(warehouse, run_id, timings)
-    if per_trial is None:
+    results = per_trial_results(warehouse, run_id, timings)
+    if results is None:
         raise LookupError(f"run {run_id} has no trials yet")
+    # per-(config, task) sums: the config table, the table by tag and the grid start from them
+    per_trial, cells = results
+    del results
+    # (the table functions read `per_trial` only: the rows it came from are not needed)
+    trials = scores = _NO_ROWS()
     notes: list[str] = []
     status = status_of(warehouse, run_id) or {}
     drift = status.get("agent_drift") if "agent_drift" in status else agent_drift(run)
@@ -385,17 +568,16 @@ def _compute_derived(
         else:
 
             def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-                bt, bs, bpt = derived_per_trial(warehouse, base_id)
-                if bpt is None:
+                base = per_trial_results(warehouse, base_id)
+                if base is None:
                     return None, None
-                return R.config_table(bt, bs, per_trial=bpt), bpt
+                bpt, b_cells = base
+                return R.config_table(trials, scores, per_trial=bpt, cells=b_cells), bpt
 
             baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
-    # per-(config, task) sums: the config table and the table by tag both start from them
-    cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     table = _timed(
         timings,
         "config table",
@@ -419,7 +601,9 @@ def _compute_derived(
     # the grid last of the million-row steps: it keeps a Python string per trial (its trial_ids
     # lists), and the other steps' temporaries then sit on less
     grid = _timed(
-        timings, "task grid", lambda: R.task_config_grid(trials, scores, per_trial=per_trial)
+        timings,
+        "task grid",
+        lambda: R.task_config_grid(trials, scores, per_trial=per_trial, cells=cells),
     )
     if baseline_table is not None and base_id:
         regressions = _timed(

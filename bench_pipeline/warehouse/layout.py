@@ -33,6 +33,13 @@ def derived_meta(run_id: str) -> str:
     return f"derived_meta/{run_id}.json"
 
 
+def per_trial_cache(run_id: str) -> str:
+    """The run's per-trial results (one row per latest trial: what every derived table reads),
+    kept beside its tables and keyed by the exact trial and score files it was built from
+    (`runs/derived.py`): an Arrow IPC file, not Parquet, so no table's DuckDB view reads it."""
+    return f"cache/per_trial/{run_id}.arrow"
+
+
 def rescore_settings(run_id: str, rescore_id: str | None = None) -> str:
     """What one rescore graded with (its scorers, the merged judge, the counts it wrote); without
     `rescore_id`, the folder of every rescore of the run, one settings file each."""
