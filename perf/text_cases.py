@@ -7,9 +7,12 @@ a fixed answer. Here: an OpenAI-compatible `POST /v1/chat/completions` server on
 this process (a fixed answer with usage, no delay; its own time per request is measured and
 subtracted), a factory of text tasks with one `contains` and one `not_contains` assertion
 each, an `http-chat` agent, `scorers: [assert]`, and `bench run` in a fresh process. A suite
-holds at most 100 tasks, so N cases are N/2 tasks × 2 repetitions. N = 20 and N = 200 are
-interleaved over the rounds; the per-case cost is the slope between them and the fixed cost
-the intercept, beside the plain (bench wall - N × server time) / N. The verdict line gives
+holds at most 100 tasks, so N cases are N/2 tasks × 2 repetitions (past 200, 100 tasks ×
+N/100 repetitions: `--sizes 20 1000` measures a slope five times less sensitive to the
+~0.5 s the fixed cost moves by on a loaded machine, each extra repetition's partition
+included). N = 20 and N = 200 are interleaved over the rounds; the per-case cost is the slope
+between them and the fixed cost the intercept, beside the plain (bench wall - N × server
+time) / N, and the slope between the fastest run of each size. The verdict line gives
 each slope's median and its lowest..highest round, and says the bar holds only when the median
 of both the wall and the CPU slope is under it (and whether every round's is). With several
 `--tree`s, the last line is each tree's slope minus the first tree's, round by round.
@@ -97,8 +100,18 @@ class InstantChat:
         return out
 
 
-def write_factory(root: Path, url: str, tasks: int) -> Path:
-    """A factory with `tasks` text tasks (two string assertions each); returns the launch."""
+def shape(cases: int) -> tuple[int, int]:
+    """(tasks, repetitions) for `cases` cases: 2 repetitions up to 200 cases (a suite holds at
+    most 100 tasks), more repetitions of 100 tasks beyond (each one more partition)."""
+    tasks = min(100, cases // 2)
+    if cases < 2 or cases % 2 or cases % tasks:
+        raise SystemExit(f"--sizes: {cases} cases is not 2 x up to 100 tasks or k x 100 tasks")
+    return tasks, cases // tasks
+
+
+def write_factory(root: Path, url: str, cases: int) -> Path:
+    """A factory of text tasks (two string assertions each) for `cases` cases; the launch."""
+    tasks, repetitions = shape(cases)
     (root / "agents").mkdir(parents=True)
     (root / "launches").mkdir()
     tasks_dir = root / "benchmarks" / "text" / "tasks"
@@ -121,7 +134,7 @@ def write_factory(root: Path, url: str, tasks: int) -> Path:
     launch = root / "launches" / "text.yaml"
     launch.write_text(
         "kind: BenchmarkLaunch\nsuite: text\nconfigs:\n  - {id: bot, agent: bot}\n"
-        "repetitions: 2\nscorers: [assert]\nmax_parallel: 1\n"
+        f"repetitions: {repetitions}\nscorers: [assert]\nmax_parallel: 1\n"
     )
     return launch
 
@@ -173,7 +186,11 @@ def main() -> None:
         "default: this one)",
     )
     parser.add_argument(
-        "--sizes", type=int, nargs=2, default=(20, 200), help="the two case counts (even)"
+        "--sizes",
+        type=int,
+        nargs=2,
+        default=(20, 200),
+        help="the two case counts (even; past 200, a multiple of 100)",
     )
     args = parser.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
@@ -184,7 +201,7 @@ def main() -> None:
     cpu: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
     with tempfile.TemporaryDirectory(prefix="bench-text-") as tmp:
         tmpdir = Path(tmp)
-        launches = {n: write_factory(tmpdir / f"factory-{n}", server.url, n // 2) for n in sizes}
+        launches = {n: write_factory(tmpdir / f"factory-{n}", server.url, n) for n in sizes}
         homes = {t: tmpdir / f"home-{i}" for i, t in enumerate(trees)}
         for t in trees:  # warm-up, uncounted (creates the instance, caches the bytecode)
             run_bench(t, launches[sizes[0]], homes[t])
@@ -226,6 +243,10 @@ def main() -> None:
             )
         print(f"  fit over N = {small}, {large}: fixed {fixed:.3f} s + {per_case:.4f} s per case")
         print(f"  cpu fit: fixed {cpu_fixed:.3f} s + {cpu_case:.4f} s per case")
+        # The fastest run of each size: on a loaded machine the noise only ever adds time
+        fast = (min(net[t, large]) - min(net[t, small])) / (large - small)
+        fast_cpu = (min(cpu[t, large]) - min(cpu[t, small])) / (large - small)
+        print(f"  between the fastest runs: wall {fast:.4f} s, cpu {fast_cpu:.4f} s per case")
         print(f"  {_verdict(*slopes[t])}")
     if len(trees) > 1:
         first = trees[0]
