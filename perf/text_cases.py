@@ -8,7 +8,7 @@ this process (a fixed answer with usage, no delay; its own time per request is m
 subtracted), a factory of text tasks with one `contains` and one `not_contains` assertion
 each, an `http-chat` agent, `scorers: [assert]`, and `bench run` in a fresh process. A suite
 holds at most 100 tasks, so N cases are N/2 tasks × 2 repetitions (past 200, 100 tasks ×
-N/100 repetitions: `--sizes 20 1000` measures a slope five times less sensitive to the
+N/100 repetitions: `--sizes 20 500` (a launch runs at most 500 trials) measures a slope 2.7 times less sensitive to the
 ~0.5 s the fixed cost moves by on a loaded machine, each extra repetition's partition
 included). N = 20 and N = 200 are interleaved over the rounds; the per-case cost is the slope
 between them and the fixed cost the intercept, beside the plain (bench wall - N × server
