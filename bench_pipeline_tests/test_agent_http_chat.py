@@ -3,12 +3,16 @@ behind a proxy) against a scripted server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import time
 
 import pytest
 
 from bench_pipeline.agents.base import BUDGET, COMPLETED, ERROR, make_agent
 from bench_pipeline.agents.http_chat import HttpChatAgent
+from bench_pipeline.agents.tls import shared_ssl_context
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import FrozenText, Turn
 from bench_pipeline.workspace.process import scrubbed_env
@@ -180,3 +184,30 @@ def test_a_proxy_from_the_environment_carries_the_request(tmp_path, monkeypatch)
         result = make_agent(spec).run(make_request(tmp_path, spec))
     assert result.status == COMPLETED and result.answer == "via proxy"
     assert [r.path for r in proxy.requests] == ["http://127.0.0.1:9/v1/chat/completions"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl program")
+def test_https_endpoint_is_verified_and_kept_alive(tmp_path, monkeypatch):
+    """TLS through the process's shared context: a certificate it does not trust is a transport
+    failure; once its CA is trusted, two cases go over one verified connection."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with ScriptedServer(replies=[chat_reply("one"), chat_reply("two")]) as s:
+        s._httpd.socket = tls.wrap_socket(s._httpd.socket, server_side=True)
+        spec = make_spec("http-chat", url=s.url.replace("http:", "https:"), model="gpt-test")
+        agent = make_agent(spec)
+        monkeypatch.setattr(HttpChatAgent, "MAX_RETRIES", 0)
+        refused = agent.run(make_request(tmp_path, spec))
+        assert refused.status == ERROR and "CERTIFICATE_VERIFY_FAILED" in refused.error
+        assert s.requests == []
+        shared_ssl_context().load_verify_locations(cert)  # trust the test's CA from now on
+        answers = [agent.run(make_request(tmp_path, spec)).answer for _ in range(2)]
+    # one connection served both (the refused handshake never reached a request handler)
+    assert answers == ["one", "two"] and s.connections == 1
