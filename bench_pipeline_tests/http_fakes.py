@@ -38,8 +38,17 @@ class ScriptedServer:
     Use as a context manager; `url` is its base URL and `requests` what it received.
     """
 
-    def __init__(self, handler: Handler | None = None, replies: list[Reply] | None = None):
+    def __init__(
+        self,
+        handler: Handler | None = None,
+        replies: list[Reply] | None = None,
+        idle_timeout: float | None = None,
+    ):
+        """`idle_timeout`: seconds a kept-alive connection may idle before the server closes it
+        without a word (as real servers do); `connections`/`closed` count them."""
         self.requests: list[Recorded] = []
+        self.connections = 0
+        self.closed = 0
         self._replies = list(replies or [])
         self._handler = handler
         self._lock = threading.Lock()
@@ -52,6 +61,17 @@ class ScriptedServer:
             # ACK on every reply over a kept-alive connection.
             disable_nagle_algorithm = True
             wbufsize = -1
+            timeout = idle_timeout
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
+            def finish(self) -> None:
+                super().finish()
+                with server._lock:
+                    server.closed += 1
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass

@@ -1,13 +1,18 @@
-"""The http-chat agent through real httpx against a scripted server on 127.0.0.1."""
+"""The http-chat agent through its real client (kept-alive http.client connections; httpx
+behind a proxy) against a scripted server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import time
 
 import pytest
 
 from bench_pipeline.agents.base import BUDGET, COMPLETED, ERROR, make_agent
 from bench_pipeline.agents.http_chat import HttpChatAgent
+from bench_pipeline.agents.tls import shared_ssl_context
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import FrozenText, Turn
 from bench_pipeline.workspace.process import scrubbed_env
@@ -139,3 +144,70 @@ def test_preflight():
     with pytest.raises(BenchInputError, match="K is not set"):
         HttpChatAgent(spec).preflight({})
     HttpChatAgent(spec).preflight({"K": "v"})
+
+
+def test_connections_are_kept_alive_and_a_closed_one_is_replaced(tmp_path):
+    """Cases reuse one connection; one the server closed (announced, or silently while it
+    idled) is replaced without resending or losing a request."""
+    replies = [chat_reply("a"), chat_reply("b"), chat_reply("c", completion_tokens=3)]
+    replies[1].headers["connection"] = "close"
+    with ScriptedServer(replies=[*replies, chat_reply("d")], idle_timeout=0.5) as s:
+        spec = make_spec("http-chat", url=s.url, model="gpt-test")
+        agent = make_agent(spec)
+        answers = [agent.run(make_request(tmp_path, spec)).answer for _ in range(3)]
+        assert answers == ["a", "b", "c"] and s.connections == 2  # the close forced a new one
+        deadline = time.monotonic() + 60
+        while s.closed < 2 and time.monotonic() < deadline:  # the idle one times out
+            time.sleep(0.05)
+        assert s.closed == 2
+        result = agent.run(make_request(tmp_path, spec))
+        assert result.status == COMPLETED and result.answer == "d" and result.retries == 0
+        assert len(s.requests) == 4 and s.connections == 3
+
+
+def test_refused_connection_is_retried_then_reported(tmp_path):
+    with ScriptedServer() as s:
+        url = s.url
+    spec = make_spec("http-chat", url=url, model="gpt-test")  # nothing listens there now
+    result = make_agent(spec).run(make_request(tmp_path, spec))
+    assert result.status == ERROR and "retries failed" in result.error
+    assert "ConnectionRefusedError" in result.error
+
+
+def test_a_proxy_from_the_environment_carries_the_request(tmp_path, monkeypatch):
+    with ScriptedServer(replies=[chat_reply("via proxy")]) as proxy:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        # port 9 (discard): nothing answers there; only the proxy can
+        spec = make_spec("http-chat", url="http://127.0.0.1:9/v1", model="gpt-test")
+        result = make_agent(spec).run(make_request(tmp_path, spec))
+    assert result.status == COMPLETED and result.answer == "via proxy"
+    assert [r.path for r in proxy.requests] == ["http://127.0.0.1:9/v1/chat/completions"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl program")
+def test_https_endpoint_is_verified_and_kept_alive(tmp_path, monkeypatch):
+    """TLS through the process's shared context: a certificate it does not trust is a transport
+    failure; once its CA is trusted, two cases go over one verified connection."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with ScriptedServer(replies=[chat_reply("one"), chat_reply("two")]) as s:
+        s._httpd.socket = tls.wrap_socket(s._httpd.socket, server_side=True)
+        spec = make_spec("http-chat", url=s.url.replace("http:", "https:"), model="gpt-test")
+        agent = make_agent(spec)
+        monkeypatch.setattr(HttpChatAgent, "MAX_RETRIES", 0)
+        refused = agent.run(make_request(tmp_path, spec))
+        assert refused.status == ERROR and "CERTIFICATE_VERIFY_FAILED" in refused.error
+        assert s.requests == []
+        shared_ssl_context().load_verify_locations(cert)  # trust the test's CA from now on
+        answers = [agent.run(make_request(tmp_path, spec)).answer for _ in range(2)]
+    # one connection served both (the refused handshake never reached a request handler)
+    assert answers == ["one", "two"] and s.connections == 1

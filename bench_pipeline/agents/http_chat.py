@@ -1,7 +1,10 @@
 """`kind: http-chat` — an OpenAI-compatible chat-completions endpoint for text and scenario tasks.
 
-`POST {url}/chat/completions` with `{"model", "messages"}` through httpx; a bearer key from the
-variable named by `api_key_env` when set. The system prompt and skills (if any) go first as one
+`POST {url}/chat/completions` with `{"model", "messages"}`; a bearer key from the variable named
+by `api_key_env` when set. The request goes over kept-alive `http.client` connections (the
+standard library: ~0.1 ms of CPU a request against httpx's ~0.6 ms, most of a text case's
+harness cost against a fast endpoint), through httpx when a proxy variable (`HTTPS_PROXY`,
+`ALL_PROXY`, ...) applies to the URL. The system prompt and skills (if any) go first as one
 `system` message. A scenario task (`turns`) sends each turn's user message with the whole
 conversation so far; a single-prompt text task is one turn. Every turn is recorded in
 `AgentResult.turns`: user, response, latency_ms (of the request that succeeded), prompt and
@@ -17,9 +20,14 @@ Token convention: OpenAI's `prompt_tokens` include cached tokens; we record
 
 from __future__ import annotations
 
+import json
+import os
+import select
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
 from bench_pipeline.agents.base import (
     BUDGET,
@@ -37,7 +45,9 @@ from bench_pipeline.agents.tls import shared_ssl_context
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.model import AgentSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # http.client, urllib.request and httpx load with the first request
+    import http.client
+
     import httpx
 
 STATE_KEY = "chat_messages"
@@ -193,14 +203,12 @@ class HttpChatAgent(Agent):
 
     def _turn(
         self,
-        client: httpx.Client,
+        client: ChatClient,
         request: AgentRequest,
         headers: dict[str, str],
         messages: list[dict[str, Any]],
         index: int,
     ) -> tuple[dict[str, Any], Usage, str, int]:
-        import httpx
-
         url = endpoint(self.spec.url or "")
         payload: dict[str, Any] = {"messages": messages}
         if self.spec.model:
@@ -223,9 +231,7 @@ class HttpChatAgent(Agent):
                 raise _Stop(TIMEOUT, f"trial deadline reached at turn {index}", failures)
             started = time.monotonic()
             try:
-                resp = client.post(
-                    url, json=payload, headers=headers, timeout=min(left, self.MAX_CALL_SECONDS)
-                )
+                resp = client.post(url, payload, headers, timeout=min(left, self.MAX_CALL_SECONDS))
                 latency_ms = (time.monotonic() - started) * 1000
                 if resp.status_code < 400:
                     body = resp.json()
@@ -233,9 +239,9 @@ class HttpChatAgent(Agent):
                 retryable = resp.status_code in RETRYABLE_STATUS or resp.status_code >= 500
                 detail = f"HTTP {resp.status_code}: {resp.text[:500]}"
                 retry_after = _retry_after(resp)
-            except httpx.TransportError as exc:
+            except TransportError as exc:
                 retryable, retry_after = True, None
-                detail = f"{type(exc).__name__}: {exc}"
+                detail = str(exc)
             except ValueError as exc:  # body is not JSON
                 raise _Stop(ERROR, f"turn {index}: response is not JSON: {exc}") from None
             if not retryable:
@@ -281,28 +287,162 @@ class HttpChatAgent(Agent):
         return record, usage, text, failures
 
 
-_client: httpx.Client | None = None
+class TransportError(Exception):
+    """The request got no HTTP response (refused, reset, timed out, TLS failed): retryable.
+    Its text is `<exception type>: <message>` of the cause."""
+
+
+class InvalidURL(Exception):
+    """The agent's `url` cannot be requested (raised out of the trial, as httpx's was)."""
+
+
+@dataclass
+class ChatResponse:
+    status_code: int
+    content: bytes
+    headers: Any  # case-insensitive `.get` (http.client's message or httpx's headers)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class ChatClient:
+    """POSTs JSON over kept-alive connections, one idle list per (scheme, host, port), shared by
+    every trial of the process and thread-safe (a connection serves one request at a time).
+    Keeps no cookies and follows no redirects (as httpx's defaults), so no trial sees what an
+    endpoint set for another. A proxy from the environment (as httpx and urllib read it:
+    `HTTP(S)_PROXY`, `ALL_PROXY`, `NO_PROXY`) sends the request through httpx instead."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+        self._lock = threading.Lock()
+        self._proxied: dict[tuple[str | None, ...], bool] = {}
+        self._httpx: httpx.Client | None = None
+
+    def post(self, url: str, payload: Any, headers: dict[str, str], timeout: float) -> ChatResponse:
+        import http.client
+
+        parts = urlsplit(url)
+        scheme, host = parts.scheme.lower(), parts.hostname or ""
+        if scheme not in ("http", "https") or self._proxy_applies(scheme, host):
+            return self._via_httpx(url, payload, headers, timeout)
+        try:
+            port = parts.port or (443 if scheme == "https" else 80)
+        except ValueError as exc:  # a port that is not a number: not retryable, as httpx's
+            raise InvalidURL(f"{url}: {exc}") from None
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        sent = {"accept": "*/*", "user-agent": USER_AGENT, **headers}
+        key = (scheme, host, port)
+        conn = self._take(key) or self._connect(scheme, host, port, timeout)
+        try:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            conn.request("POST", target, body=body, headers=sent)
+            resp = conn.getresponse()
+            content = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        if resp.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.setdefault(key, []).append(conn)
+        return ChatResponse(resp.status, content, resp.headers)
+
+    def _take(self, key: tuple[str, str, int]) -> http.client.HTTPConnection | None:
+        """An idle connection the server has not closed (as httpcore checks before reuse: a
+        readable idle socket is at EOF or holds bytes nobody asked for)."""
+        while True:
+            with self._lock:
+                idle = self._idle.get(key)
+                conn = idle.pop() if idle else None
+            if conn is None:
+                return None
+            sock = conn.sock
+            try:
+                if sock is None:
+                    stale = True
+                else:
+                    poller = select.poll()  # poll, not select: no limit on the descriptor
+                    poller.register(sock, select.POLLIN)
+                    stale = bool(poller.poll(0))
+            except (OSError, ValueError):  # closed underneath us
+                stale = True
+            if not stale:
+                return conn
+            conn.close()
+
+    @staticmethod
+    def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+        import http.client
+
+        if scheme == "https":
+            return http.client.HTTPSConnection(
+                host, port, timeout=timeout, context=shared_ssl_context()
+            )
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
+    def _proxy_applies(self, scheme: str, host: str) -> bool:
+        # urllib's reading of the environment costs ~0.1 ms; the variables' values are the key
+        key = (scheme, host, *(os.environ.get(name) for name in PROXY_VARIABLES))
+        if key not in self._proxied:
+            import urllib.request
+
+            proxies = urllib.request.getproxies()
+            proxy = proxies.get(scheme) or proxies.get("all")
+            self._proxied[key] = bool(proxy) and not urllib.request.proxy_bypass(host)
+        return self._proxied[key]
+
+    def _via_httpx(
+        self, url: str, payload: Any, headers: dict[str, str], timeout: float
+    ) -> ChatResponse:
+        import httpx  # ~0.1 s: paid only when a proxy is configured
+
+        with self._lock:
+            if self._httpx is None:
+                import http.cookiejar
+
+                jar = http.cookiejar.CookieJar(
+                    http.cookiejar.DefaultCookiePolicy(allowed_domains=[])
+                )
+                self._httpx = httpx.Client(verify=shared_ssl_context(), cookies=jar)
+            client = self._httpx
+        try:
+            resp = client.post(url, json=payload, headers=headers, timeout=timeout)
+        except httpx.TransportError as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        return ChatResponse(resp.status_code, resp.content, resp.headers)
+
+
+USER_AGENT = "bench_pipeline-http-chat"
+PROXY_VARIABLES = tuple(
+    f(name)
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+    for f in (str, str.upper)
+)
+_client: ChatClient | None = None
 _client_lock = threading.Lock()
 
 
-def shared_client() -> httpx.Client:
+def shared_client() -> ChatClient:
     """One client for every trial of the process: its connections to an endpoint are kept
     alive between cases (a new client per trial paid ~1 ms to build and a TCP, or TLS,
-    handshake per request). Thread-safe (httpx's pool), timeouts are per request, and it keeps
-    no cookies, so no trial sees what an endpoint set for another."""
+    handshake per request)."""
     global _client
     with _client_lock:
         if _client is None:
-            import http.cookiejar
-
-            import httpx  # ~0.1 s: paid by the trials that chat, not by every import
-
-            jar = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-            _client = httpx.Client(verify=shared_ssl_context(), cookies=jar)
+            _client = ChatClient()
         return _client
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
+def _retry_after(resp: ChatResponse) -> float | None:
     try:
         value = resp.headers.get("retry-after")
         return float(value) if value is not None else None

@@ -59,37 +59,61 @@ def partition_trials(
     scores = warehouse.read("scores", run_id, under=under)
     if len(scores):
         scores = latest_scores(scores)
-    # One dict per trial, looked up by id: a `.loc` per trial was ~1 ms a case.
-    per = trial_overall(mine, scores).drop_duplicates("trial_id", keep="last")
-    per_trial = per.set_index("trial_id").to_dict("index")
+    # Column lists and dicts, not pandas rows: iterating rows of Arrow-backed columns
+    # (`itertuples`, `to_dict("index")`) cost ~1 ms a trial, per partition materialization.
+    per = trial_overall(mine, scores)
+    wanted = [c for c in ("overall", "primary_status", "primary_scorer") if c in per.columns]
+    per_trial = {
+        tid: dict(zip(wanted, values, strict=True))
+        for tid, *values in zip(
+            per["trial_id"].tolist(), *(per[c].tolist() for c in wanted), strict=True
+        )
+    }
     reasons: dict[str, str] = {}
     if len(scores):
-        for s in scores.itertuples():
-            p = per_trial.get(s.trial_id)
-            if p is not None and s.scorer == p.get("primary_scorer"):
-                reasons[s.trial_id] = str(s.reason or "")[:200]
+        for tid, scorer, reason in zip(
+            scores["trial_id"].tolist(),
+            scores["scorer"].tolist(),
+            scores["reason"].tolist(),
+            strict=True,
+        ):
+            p = per_trial.get(tid)
+            if p is not None and scorer == p.get("primary_scorer"):
+                reasons[tid] = str(reason or "")[:200]
     return _rows(mine, per_trial, reasons)
 
 
 def _rows(
     mine: pd.DataFrame, per: dict[str, dict[str, Any]] | None, reasons: dict[str, str]
 ) -> list[dict[str, Any]]:
+    ordered = mine.sort_values("task_id")
     rows = []
-    for t in mine.sort_values("task_id").itertuples():
-        p = per.get(t.trial_id, {}) if per is not None else {}
+    for trial_id, task_id, outcome, cost, duration, evidence in zip(
+        *(
+            ordered[c].tolist()
+            for c in (
+                "trial_id",
+                "task_id",
+                "outcome",
+                "cost_usd",
+                "duration_seconds",
+                "evidence_dir",
+            )
+        ),
+        strict=True,
+    ):
+        p = per.get(trial_id, {}) if per is not None else {}
         overall = _value(p.get("overall")) if p else None
         rows.append(
             {
-                "task": t.task_id,
-                "outcome": t.outcome,
+                "task": task_id,
+                "outcome": outcome,
                 "score": None if overall is None else round(float(overall), 4),
                 "status": _value(p.get("primary_status")) if p else None,
-                "reason": reasons.get(t.trial_id),
-                "cost_usd": _value(t.cost_usd),
-                "duration_s": None
-                if _value(t.duration_seconds) is None
-                else round(float(t.duration_seconds), 3),
-                "evidence": _value(t.evidence_dir),
+                "reason": reasons.get(trial_id),
+                "cost_usd": _value(cost),
+                "duration_s": None if _value(duration) is None else round(float(duration), 3),
+                "evidence": _value(evidence),
             }
         )
     return rows

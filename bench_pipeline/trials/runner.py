@@ -195,8 +195,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
         state.error = f"{type(exc).__name__}: {exc}"
         (trial_dir / "error.txt").write_text(transcript.redact(traceback.format_exc()))
     try:
+        transcript.close()  # every event is written; finish() caps the file
         outcome = state.finish(started_at, time.monotonic() - start)
     finally:
+        transcript.close()
         if not ctx.keep_workspaces and state.work_dir is not None:
             remove_workspace(state.work_dir, up_to=ctx.work_root)
         if state.private_dir is not None:

@@ -262,8 +262,14 @@ def wrap(argv: list[str], isolation: Isolation, cwd: Path) -> tuple[list[str], i
 # ---------------------------------------------------------------- finding descendants
 
 
+_own_start: dict[int, str | None] = {}  # pid -> its start time: read once, not once a trial
+
+
 def harness_marker(token: str) -> str:
-    return f"{os.getpid()}:{_start_time(os.getpid()) or ''}:{token}"
+    pid = os.getpid()  # keyed by pid: a forked child has its own start time
+    if pid not in _own_start:
+        _own_start[pid] = _start_time(pid)
+    return f"{pid}:{_own_start[pid] or ''}:{token}"
 
 
 def _start_time(pid: int) -> str | None:
