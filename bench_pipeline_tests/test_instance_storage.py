@@ -51,6 +51,21 @@ def _run(launch: Path, home: Path) -> tuple[str, int]:
     return json.loads(out.stdout)["run"]["run_id"], opened
 
 
+def _tiny_job() -> dg.JobDefinition:
+    """One op that logs "hello": a run with a few events of its own."""
+
+    @dg.op
+    def hello(context) -> int:  # noqa: ANN001 - Dagster reads the annotation at run time
+        context.log.info("hello")
+        return 1
+
+    @dg.job
+    def tiny() -> None:
+        hello()
+
+    return tiny
+
+
 def _instance(dagster_home: Path, yaml_text: str | None = None) -> dg.DagsterInstance:
     if yaml_text is not None:
         (dagster_home / "dagster.yaml").write_text(yaml_text)
@@ -112,14 +127,7 @@ def test_reading_more_runs_than_the_open_files_kept_is_still_exact(
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
 
-    @dg.op
-    def hello(context) -> int:  # noqa: ANN001 - Dagster reads the annotation at run time
-        context.log.info("hello")
-        return 1
-
-    @dg.job
-    def tiny() -> None:
-        hello()
+    tiny = _tiny_job()
 
     (home / "dagster.yaml").write_text(instance_yaml(home))
     instance = dg.DagsterInstance.from_config(str(home))
@@ -251,14 +259,7 @@ def test_a_new_runs_event_log_is_the_file_dagster_would_make_without_loading_mig
 
     from bench_pipeline.defs.launcher import instance_yaml
 
-    @dg.op
-    def hello(context) -> int:  # noqa: ANN001 - Dagster reads the annotation at run time
-        context.log.info("hello")
-        return 1
-
-    @dg.job
-    def tiny() -> None:
-        hello()
+    tiny = _tiny_job()
 
     homes = {"plain": tmp_path / "plain", "bench": tmp_path / "bench"}
     (homes["plain"]).mkdir()

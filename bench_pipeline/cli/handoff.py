@@ -71,6 +71,20 @@ def address_of(path: Path) -> Iterator[str]:
         os.close(fd)
 
 
+def connect(path: Path) -> socket.socket | None:
+    """A connection to the server listening on `path`; None when none answers there."""
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with address_of(path) as address:
+            sock.connect(address)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
     data = json.dumps(message).encode()
     payload = _HEADER.pack(len(data)) + data
@@ -142,15 +156,8 @@ def hand_off(argv: list[str]) -> int | None:
     home, command = home_and_command(argv)
     if command is None or command in LOCAL_COMMANDS or os.environ.get(NO_SERVE_ENV):
         return None
-    path = socket_path(home)
-    if not path.exists():
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        with address_of(path) as address:
-            sock.connect(address)
-    except OSError:  # a server that died left its socket: run here
-        sock.close()
+    sock = connect(socket_path(home))
+    if sock is None:  # no server, or a server that died left its socket: run here
         return None
     with sock:
         request = {

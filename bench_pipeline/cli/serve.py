@@ -40,6 +40,7 @@ from bench_pipeline.cli import common
 from bench_pipeline.cli.handoff import (
     NO_SERVE_ENV,
     address_of,
+    connect,
     fingerprint,
     receive,
     send,
@@ -135,26 +136,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _answers(path: Path) -> bool:
-    if not path.exists():
+    sock = connect(path)
+    if sock is None:
         return False
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        with address_of(path) as address:
-            probe.connect(address)
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
+    sock.close()
+    return True
 
 
 def _stop(path: Path) -> int:
-    if not _answers(path):
+    sock = connect(path)
+    if sock is None:
         print(f"no server runs on {path}", file=sys.stderr)
         return common.EXIT_OK
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with sock, address_of(path) as address:
-        sock.connect(address)
+    with sock:
         send(sock, {"stop": True})
         receive(sock)
     print(f"stopped the server on {path}", file=sys.stderr)
