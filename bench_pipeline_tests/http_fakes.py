@@ -68,11 +68,6 @@ class ScriptedServer:
                 with server._lock:
                     server.connections += 1
 
-            def finish(self) -> None:
-                super().finish()
-                with server._lock:
-                    server.closed += 1
-
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
@@ -100,7 +95,13 @@ class ScriptedServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        class _Server(ThreadingHTTPServer):
+            def shutdown_request(self, request: Any) -> None:
+                super().shutdown_request(request)  # the socket is closed only here, after finish()
+                with server._lock:
+                    server.closed += 1
+
+        self._httpd = _Server(("127.0.0.1", 0), _H)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     def _next(self, rec: Recorded) -> Reply:

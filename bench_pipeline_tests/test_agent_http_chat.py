@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from bench_pipeline.agents import http_chat
 from bench_pipeline.agents.base import BUDGET, COMPLETED, ERROR, make_agent
 from bench_pipeline.agents.http_chat import HttpChatAgent
 from bench_pipeline.agents.tls import shared_ssl_context
@@ -165,7 +166,8 @@ def test_connections_are_kept_alive_and_a_closed_one_is_replaced(tmp_path):
         assert len(s.requests) == 4 and s.connections == 3
 
 
-def test_refused_connection_is_retried_then_reported(tmp_path):
+def test_refused_connection_is_retried_then_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(HttpChatAgent, "MAX_RETRIES", 1)  # one retry shows it; eight add ~2.5 s
     with ScriptedServer() as s:
         url = s.url
     spec = make_spec("http-chat", url=url, model="gpt-test")  # nothing listens there now
@@ -197,6 +199,10 @@ def test_https_endpoint_is_verified_and_kept_alive(tmp_path, monkeypatch):
          "-addext", "subjectAltName=IP:127.0.0.1"],
         check=True, capture_output=True,
     )  # fmt: skip
+    # The agent's context as the process builds it, but this test's own: trusting the test's CA
+    # must not outlive the test (the process shares one context between every client).
+    trusted = shared_ssl_context.__wrapped__()
+    monkeypatch.setattr(http_chat, "shared_ssl_context", lambda: trusted)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(cert, key)
     with ScriptedServer(replies=[chat_reply("one"), chat_reply("two")]) as s:
@@ -207,7 +213,7 @@ def test_https_endpoint_is_verified_and_kept_alive(tmp_path, monkeypatch):
         refused = agent.run(make_request(tmp_path, spec))
         assert refused.status == ERROR and "CERTIFICATE_VERIFY_FAILED" in refused.error
         assert s.requests == []
-        shared_ssl_context().load_verify_locations(cert)  # trust the test's CA from now on
+        trusted.load_verify_locations(cert)  # trust the test's CA from now on
         answers = [agent.run(make_request(tmp_path, spec)).answer for _ in range(2)]
     # one connection served both (the refused handshake never reached a request handler)
     assert answers == ["one", "two"] and s.connections == 1

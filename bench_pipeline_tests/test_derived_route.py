@@ -122,7 +122,8 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
 
 
 # (layout, repetitions, orphan score): 24 repetitions in partitions are > 64 score files (many
-# small files, each with its own dictionary of trial ids)
+# small files, each with its own dictionary of trial ids: more than FEW_FILES, which one
+# trial's file per trial exceeds too)
 # `stray`: a row without a scorer (the general route), or a rescore at the very time of the row
 # it supersedes in a file read after it (the tie goes to the row read last)
 @pytest.mark.parametrize(
@@ -177,22 +178,26 @@ def test_mcnemar_without_scipy_matches_scipy() -> None:
             assert mcnemar_p(b, n - b) == pytest.approx(want, abs=1e-9, rel=0), (b, n)
 
 
-def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> None:
-    """perf/analysis.py end to end, small: both routes run and print their totals and peaks."""
+def _analysis(*args: str) -> str:
+    """perf/analysis.py in its own process, on this checkout: its standard output."""
     import os
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = ["--tasks", "4", "--configs", "2", "--reps", "3", "--layout", "partition"]
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "perf" / "analysis.py"), *args, "--also-a5575a0"],
-        env=env,
+    return subprocess.run(
+        [sys.executable, str(ROOT / "perf" / "analysis.py"), *args],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
     ).stdout
+
+
+def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> None:
+    """perf/analysis.py end to end, small: both routes run and print their totals and peaks."""
+    args = ["--tasks", "4", "--configs", "2", "--reps", "3", "--layout", "partition"]
+    out = _analysis(*args, "--also-a5575a0")
     assert "generated 24 trials" in out
     assert "TOTAL compute_derived (read + every derived table)" in out
     assert "TOTAL a5575a0 derived tables" in out
@@ -207,29 +212,9 @@ def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> N
 def test_perf_script_measures_a_kept_warehouse_against_another_checkout(tmp_path: Path) -> None:
     """--keep, then --warehouse (no generating) with --against (here this very checkout) and
     --rounds: both trees timed on the same files, interleaved, with the medians' ratios."""
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    script = str(ROOT / "perf" / "analysis.py")
-    small = ["--tasks", "3", "--configs", "2", "--reps", "2"]
     kept = tmp_path / "wh"
-    subprocess.run(
-        [sys.executable, script, *small, "--keep", str(kept)],
-        env=env,
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    out = subprocess.run(
-        [sys.executable, script, "--warehouse", str(kept), "--against", str(ROOT), "--rounds", "2"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    _analysis("--tasks", "3", "--configs", "2", "--reps", "2", "--keep", str(kept))
+    out = _analysis("--warehouse", str(kept), "--against", str(ROOT), "--rounds", "2")
     assert "generated" not in out  # the kept warehouse, not a new one
     # this tree's first and steady analyses and the other tree's, every round
     assert out.count("round 1 ") == 3 and out.count("round 2 ") == 3

@@ -234,7 +234,7 @@ class HttpChatAgent(Agent):
                 resp = client.post(url, payload, headers, timeout=min(left, self.MAX_CALL_SECONDS))
                 latency_ms = (time.monotonic() - started) * 1000
                 if resp.status_code < 400:
-                    body = resp.json()
+                    body = _json_body(resp, index)
                     break
                 retryable = resp.status_code in RETRYABLE_STATUS or resp.status_code >= 500
                 detail = f"HTTP {resp.status_code}: {resp.text[:500]}"
@@ -242,8 +242,6 @@ class HttpChatAgent(Agent):
             except TransportError as exc:
                 retryable, retry_after = True, None
                 detail = str(exc)
-            except ValueError as exc:  # body is not JSON
-                raise _Stop(ERROR, f"turn {index}: response is not JSON: {exc}") from None
             if not retryable:
                 raise _Stop(ERROR, f"turn {index}: {detail}", failures)
             failures += 1
@@ -292,6 +290,13 @@ class TransportError(Exception):
     Its text is `<exception type>: <message>` of the cause."""
 
 
+def _json_body(resp: ChatResponse, index: int) -> Any:
+    try:
+        return resp.json()
+    except ValueError as exc:
+        raise _Stop(ERROR, f"turn {index}: response is not JSON: {exc}") from None
+
+
 class InvalidURL(Exception):
     """The agent's `url` cannot be requested (raised out of the trial, as httpx's was)."""
 
@@ -326,7 +331,10 @@ class ChatClient:
     def post(self, url: str, payload: Any, headers: dict[str, str], timeout: float) -> ChatResponse:
         import http.client
 
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # e.g. "Invalid IPv6 URL": not retryable, as httpx's
+            raise InvalidURL(f"{url}: {exc}") from None
         scheme, host = parts.scheme.lower(), parts.hostname or ""
         if scheme not in ("http", "https") or self._proxy_applies(scheme, host):
             return self._via_httpx(url, payload, headers, timeout)
@@ -346,6 +354,9 @@ class ChatClient:
             conn.request("POST", target, body=body, headers=sent)
             resp = conn.getresponse()
             content = resp.read()
+        except http.client.InvalidURL as exc:  # not retryable, as httpx's
+            conn.close()
+            raise InvalidURL(f"{url}: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
@@ -403,7 +414,7 @@ class ChatClient:
     def _via_httpx(
         self, url: str, payload: Any, headers: dict[str, str], timeout: float
     ) -> ChatResponse:
-        import httpx  # ~0.1 s: paid only when a proxy is configured
+        import httpx  # ~0.1 s (an https endpoint has paid it already: agents/tls.py builds on it)
 
         with self._lock:
             if self._httpx is None:

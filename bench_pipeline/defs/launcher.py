@@ -92,12 +92,9 @@ def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
     interrupted step) as KeyboardInterrupt, which the CLI reports as an interruption."""
     if not result.success:
         interrupted = any(
-            e.is_failure
-            and e.step_failure_data is not None
-            and e.step_failure_data.error is not None
-            and e.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+            e.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
             for e in result.all_events
-            if e.is_step_failure
+            if e.is_step_failure and e.step_failure_data.error is not None
         )
         if interrupted:
             raise KeyboardInterrupt(what)

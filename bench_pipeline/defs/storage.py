@@ -12,8 +12,8 @@ uses it too.
 A run's event-log file is new for every run, and Dagster initialises each one through alembic,
 which loads its 445 migration scripts to learn the head revision (~0.45 s of a one-trial run).
 A new run's file is instead copied from an empty, stamped one built once per Dagster version
-(`.empty-run-shard-<version>.db` beside the run files): the same tables, indexes, WAL mode and
-alembic revision, byte for byte what Dagster's own initialisation leaves.
+(`.empty-run-shard-<version>.db` beside the run files) by Dagster's own initialisation: the
+same tables, indexes, WAL mode and alembic revision.
 
 Configured in the dagster.yaml `bench` writes for a new DAGSTER_HOME:
 

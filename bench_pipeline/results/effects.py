@@ -76,25 +76,20 @@ def task_sums(tasks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     return sums, counts
 
 
-@lru_cache(maxsize=8)
-def _resamples(g: int, n_boot: int, seed: int) -> np.ndarray:
-    """The bootstrap's task draws: the same for every comparison with g tasks (same seed)."""
-    idx = np.random.default_rng(seed).integers(0, g, size=(n_boot, g))
-    idx.setflags(write=False)
-    return idx
-
-
-@lru_cache(maxsize=8)
+# Few entries: one per task count of the comparisons in hand (a long-lived process, such as
+# `bench serve` or the explorer, must not keep a matrix per suite it ever compared).
+@lru_cache(maxsize=2)
 def _draw_counts(g: int, n_boot: int, seed: int) -> np.ndarray:
-    """How many times each of the g tasks is drawn in each resample of `_resamples`."""
-    idx = _resamples(g, n_boot, seed)
+    """How many times each of the g tasks is drawn in each bootstrap resample: the same for
+    every comparison with g tasks (same seed)."""
+    idx = np.random.default_rng(seed).integers(0, g, size=(n_boot, g))
     flat = (idx + g * np.arange(n_boot)[:, None]).ravel()
     counts = np.bincount(flat, minlength=n_boot * g).reshape(n_boot, g).astype(float)
     counts.setflags(write=False)
     return counts
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=2)
 def _flips(g: int, n_flips: int, seed: int) -> np.ndarray:
     """The sign-flip test's random flips (as 0/1 floats), the same for every test of g tasks."""
     neg = (np.random.default_rng(seed).random((n_flips, g)) < 0.5).astype(float)

@@ -8,6 +8,8 @@ and `bench report` all go through `compute_derived`.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import logging
 import time
@@ -162,7 +164,8 @@ def derived_per_trial(
     The score rows' trial ids are read first, dictionary-encoded (an int32 per row), and only
     the dictionaries are looked up among the trials' ids. Then the other columns are read
     batch by batch and the latest row per (trial, scorer) is kept as they come
-    (`R.LatestCells`): the run's score rows are never all in memory and `scores` comes back
+    (`R.LatestCells`): from a few big files the run's score rows are never all in memory (many
+    small files are read once, as one table, and reduced in slices); `scores` comes back
     empty. A score row that names no trial of the run, or no scorer, or another run, takes the
     general route: every needed column read at once, then `R.latest_trial_overall`."""
     import numpy as np
@@ -307,6 +310,20 @@ _CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
 _CELLS_FIELD = b"bench_pipeline.config_cells"
 
 
+@functools.cache
+def _code_version() -> str:
+    """The code that computes the per-trial rows and sums, by content: a cache written by other
+    code (an upgrade, an edited checkout) is rebuilt even when PER_TRIAL_FORMAT was not bumped."""
+    import hashlib
+
+    import bench_pipeline
+
+    digest = hashlib.sha256(bench_pipeline.__version__.encode())
+    for name in ("bench_pipeline.results.scores", "bench_pipeline.results.config_table", __name__):
+        digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[Path]) -> str:
     """What a run's per-trial results are a function of: the format of the computation and
     every trial and score file by name, size, modification time, inode and change time (a
@@ -315,7 +332,7 @@ def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[P
     replaced meanwhile makes the key older than the rows, and the next analysis rebuilds."""
     import hashlib
 
-    digest = hashlib.sha256(PER_TRIAL_FORMAT.encode())
+    digest = hashlib.sha256(f"{PER_TRIAL_FORMAT}:{_code_version()}".encode())
     root = warehouse.root
     for table, files in (("trials", trial_files), ("scores", score_files)):
         for path in files:
@@ -378,6 +395,9 @@ def write_per_trial_cache(
     target = warehouse.root / layout.per_trial_cache(run_id)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
+        target.parent.mkdir(
+            parents=True, exist_ok=True
+        )  # first: a read-only warehouse costs nothing
         catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
         schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
         extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
@@ -387,7 +407,6 @@ def write_per_trial_cache(
         batch = pa.RecordBatch.from_arrays(
             [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
         )
-        target.parent.mkdir(parents=True, exist_ok=True)
         with ipc.new_file(str(tmp), schema) as writer:
             writer.write_batch(batch)
         os.replace(tmp, target)
@@ -450,8 +469,8 @@ def per_trial_results(
     per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
     cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     start = time.perf_counter()
-    write_per_trial_cache(warehouse, run_id, key, per_trial, cells)
-    timings["store the per-trial cache"] = time.perf_counter() - start
+    if write_per_trial_cache(warehouse, run_id, key, per_trial, cells) is not None:
+        timings["store the per-trial cache"] = time.perf_counter() - start
     return per_trial, cells
 
 
