@@ -55,6 +55,8 @@ from dagster._serdes import ConfigurableClassData
 from dagster._utils import mkdir_p
 from dagster.version import __version__ as DAGSTER_VERSION
 
+from bench_pipeline.formats.files import replacing
+
 # A daemon or webserver touches many runs' event-log files over its life: keep the newest few
 # (the index, which every asset event goes through, is always kept).
 OPEN_EVENT_LOG_FILES = 8
@@ -120,13 +122,12 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         built by Dagster's own `_initdb` the first time (atomically: a rename)."""
         path = os.path.join(self._base_dir, f".empty-run-shard-{DAGSTER_VERSION}.db")
         if not os.path.exists(path):
-            tmp = os.path.join(self._base_dir, f".empty-run-shard-{uuid.uuid4().hex}.db")
-            engine = db.create_engine(f"sqlite:///{tmp}", poolclass=db.pool.NullPool)
-            try:
-                self._initdb(engine)
-            finally:
-                engine.dispose()  # the last connection's close checkpoints the WAL into the file
-            os.replace(tmp, path)
+            with replacing(path) as tmp:
+                engine = db.create_engine(f"sqlite:///{tmp}", poolclass=db.pool.NullPool)
+                try:
+                    self._initdb(engine)
+                finally:
+                    engine.dispose()  # the last connection's close checkpoints the WAL into it
         return path
 
     def _create_run_shard(self, shard: str) -> bool:

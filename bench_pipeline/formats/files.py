@@ -6,20 +6,30 @@ import os
 import shutil
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def replace_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` atomically: a temp file beside it renamed over it, so a reader
-    (or a crash) never sees half of it. The temp file is removed if the write fails."""
+@contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """A temp path beside `path` for the block to write; renamed over `path` when the block
+    ends without an error, so a reader (or a crash) never sees half a file, and removed when
+    it raises. Beside it: a rename within one file system is atomic."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        yield tmp
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return target
+
+
+def replace_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically (`replacing`)."""
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def installed_program(name: str) -> str | None:

@@ -92,7 +92,6 @@ class ConfigCells(NamedTuple):
     config_table_by_tag both start from: compute it once with `config_cells`)."""
 
     per_trial: pd.DataFrame
-    inv: np.ndarray | None  # group of every row (None when read back: no table needs it)
     first: np.ndarray
     n_groups: int
     cells: dict[str, np.ndarray]
@@ -126,16 +125,14 @@ class ConfigCells(NamedTuple):
             for name, item in data["cells"].items()
         }
         first = np.array(data["first"], dtype=np.int64)
-        return cls(per_trial, None, first, int(data["n_groups"]), cells)
+        return cls(per_trial, first, int(data["n_groups"]), cells)
 
 
 def config_cells(per_trial: pd.DataFrame, scores: pd.DataFrame | None = None) -> ConfigCells:
     """The per-(config, task) sums of `per_trial` (trial_overall's output)."""
     catalog = catalog_for(per_trial, scores)
     inv, first, n_groups = group_index(per_trial, ["config_id"])
-    return ConfigCells(
-        per_trial, inv, first, n_groups, cell_stats(per_trial, inv, n_groups, catalog)
-    )
+    return ConfigCells(per_trial, first, n_groups, cell_stats(per_trial, inv, n_groups, catalog))
 
 
 def aggregate_trials(
@@ -150,7 +147,7 @@ def aggregate_trials(
     `cells`: `config_cells(pt)` already computed (keys must be ["config_id"])."""
     keys = list(keys)
     if cells is not None and cells.per_trial is pt and keys == ["config_id"]:
-        inv, first, n_groups, cells = cells.inv, cells.first, cells.n_groups, cells.cells
+        first, n_groups, cells = cells.first, cells.n_groups, cells.cells
     else:
         inv, first, n_groups = group_index(pt, keys)
         cells = cell_stats(pt, inv, n_groups, catalog)

@@ -20,14 +20,13 @@ higher-better.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from bench_pipeline.formats.files import replace_text
+from bench_pipeline.formats.files import replace_text, replacing
 
 from ._common import EPS
 
@@ -255,9 +254,8 @@ def pareto_chart(
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "svg":
         return replace_text(path, _svg(frontier, x, y, baseline_config))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    _figure(frontier, x, y, baseline_config).savefig(tmp, format="png", dpi=120)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        _figure(frontier, x, y, baseline_config).savefig(tmp, format="png", dpi=120)
     return path
 
 

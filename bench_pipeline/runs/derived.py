@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench_pipeline import results as R
+from bench_pipeline.formats.files import replacing
 from bench_pipeline.formats.registry import AGENT_KINDS, uses_judge
 from bench_pipeline.runs.benchmark_run import BenchmarkRun, agent_drift, load_run
 from bench_pipeline.runs.status import status_of
@@ -157,16 +158,16 @@ def derived_per_trial(
     *,
     trial_files: list[Path] | None = None,
     score_files: list[Path] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
-    """(trials: the latest row per trial, scores, per_trial: `latest_trial_overall` of them;
-    None when the run has no trials) reading only the columns the derived tables use.
+) -> pd.DataFrame | None:
+    """The run's per-trial results (`latest_trial_overall` of the latest row per trial and its
+    latest scores; None when the run has no trials), reading only the columns the derived
+    tables use.
 
     The score rows' trial ids are read first, dictionary-encoded (an int32 per row), and only
     the dictionaries are looked up among the trials' ids. Then the other columns are read
     batch by batch and the latest row per (trial, scorer) is kept as they come
     (`R.LatestCells`): from a few big files the run's score rows are never all in memory (many
-    small files are read once, as one table, and reduced in slices); `scores` comes back
-    empty. A score row that names no trial of the run, or no scorer, or another run, takes the
+    small files are read once, as one table, and reduced in slices). A score row that names no trial of the run, or no scorer, or another run, takes the
     general route: every needed column read at once, then `R.latest_trial_overall`."""
     import numpy as np
 
@@ -262,7 +263,7 @@ def derived_per_trial(
         del cells
         release_memory()  # the pass's temporaries, before the tables make their own
         timings["per-trial results"] = time.perf_counter() - start
-        return trials, empty, per_trial
+        return per_trial
     del cells
     return _general_per_trial(warehouse, run_id, trials, files, timings)
 
@@ -280,13 +281,13 @@ def _general_per_trial(
     trials: pd.DataFrame,
     files: list[Path],
     timings: dict[str, float],
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+) -> pd.DataFrame | None:
     """derived_per_trial's general route: every needed column of the scores read at once."""
     from bench_pipeline.warehouse.columns import read_columns
 
     start = time.perf_counter()
     if len(trials) == 0:
-        return trials, read_columns(warehouse, "scores", run_id, SCORE_READ, files=[]), None
+        return None
     trials = R.latest_trials(trials)
     scores = read_columns(
         warehouse, "scores", run_id, SCORE_READ, categorical=SCORE_CATEGORICAL, files=files
@@ -295,7 +296,7 @@ def _general_per_trial(
     start = time.perf_counter()
     per_trial = R.latest_trial_overall(trials, scores, trials_are_latest=True)
     timings["per-trial results"] = time.perf_counter() - start
-    return trials, scores, per_trial
+    return per_trial
 
 
 # --------------------------------------------------------------------------- per-trial cache
@@ -385,15 +386,10 @@ def write_per_trial_cache(
     NaN (no validity bitmap): reading it back maps the file's pages into the frame (zero-copy),
     so a column no table touches costs no memory. None when it cannot be written (logged):
     the next analysis reads the files again."""
-    import contextlib
-    import os
-    import uuid
-
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
     target = warehouse.root / layout.per_trial_cache(run_id)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         target.parent.mkdir(
             parents=True, exist_ok=True
@@ -407,15 +403,12 @@ def write_per_trial_cache(
         batch = pa.RecordBatch.from_arrays(
             [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
         )
-        with ipc.new_file(str(tmp), schema) as writer:
+        with replacing(target) as tmp, ipc.new_file(str(tmp), schema) as writer:
             writer.write_batch(batch)
-        os.replace(tmp, target)
     except (OSError, pa.ArrowException, TypeError, ValueError) as exc:
         # (a cache is an optimisation: a column Arrow cannot hold, a read-only or full
         # disk, leave the analysis as it was and the next one reads the files again)
         log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
-        with contextlib.suppress(OSError):  # (no folder for it, maybe)
-            tmp.unlink(missing_ok=True)
         return None
     return target
 
@@ -461,7 +454,7 @@ def per_trial_results(
         timings["per-trial results + config x task sums (cached)"] = time.perf_counter() - start
         return cached[0], cached[1]
     del cached
-    _, _, per_trial = derived_per_trial(
+    per_trial = derived_per_trial(
         warehouse, run_id, timings, trial_files=trial_files, score_files=score_files
     )
     if per_trial is None:

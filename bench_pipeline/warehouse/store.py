@@ -12,14 +12,13 @@ import logging
 import os
 import re
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.formats.files import installed_program, replace_text
+from bench_pipeline.formats.files import installed_program, replace_text, replacing
 from bench_pipeline.formats.serialize import readable_json
 
 if TYPE_CHECKING:  # pyarrow, pandas and DuckDB load on the first read or write, not at import
@@ -167,11 +166,10 @@ class Warehouse:
         arrow = _to_arrow(table, rows)
         target = self.part_path(table, run_id, part)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         import pyarrow.parquet as pq
 
-        pq.write_table(arrow, tmp)
-        os.replace(tmp, target)
+        with replacing(target) as tmp:
+            pq.write_table(arrow, tmp)
         _forget(target)
         return target
 
@@ -198,9 +196,8 @@ class Warehouse:
         if rest.num_rows == 0:
             path.unlink()
         else:
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-            pq.write_table(rest, tmp)
-            os.replace(tmp, path)
+            with replacing(path) as tmp:
+                pq.write_table(rest, tmp)
         _forget(path)
         return 1
 
@@ -326,19 +323,17 @@ class Warehouse:
         key = json.dumps({"storage_version": DUCKDB_STORAGE_VERSION, "views": names})
         if self.duckdb_path.exists() and built.exists() and built.read_text() == key:
             return names
-        tmp = self.duckdb_path.with_name(f".{self.duckdb_path.name}.{uuid.uuid4().hex}.tmp")
         statements = [
             f'CREATE VIEW "{name}" AS SELECT * FROM '
             f"read_parquet({_sql_text(str(self.root / name / '**' / '*.parquet'))}, "
             "union_by_name=true);"
             for name in names
         ]
-        try:
-            _write_views(tmp, statements)
-            os.replace(tmp, self.duckdb_path)
-        finally:
-            tmp.unlink(missing_ok=True)
-            tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
+        with replacing(self.duckdb_path) as tmp:
+            try:
+                _write_views(tmp, statements)
+            finally:  # (an unclosed database's log, next to the temp file)
+                tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         self.write_text(built.name, key)
         return names
 

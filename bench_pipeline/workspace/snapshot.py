@@ -7,11 +7,11 @@ changed invalidates the trial instead of being trusted.
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 from pathlib import Path
 
+from bench_pipeline.formats.files import replacing
 from bench_pipeline.formats.taskset import file_sha256
 
 
@@ -87,9 +87,8 @@ def freeze_inputs(suite_dir: Path, hashes: dict[str, dict[str, str]], store: Pat
             stale.append(rel)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
+        with replacing(target) as tmp:
+            shutil.copyfile(source, tmp)
         _store_matches(target, expected)
     return stale
 
