@@ -45,14 +45,18 @@ def trial_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def partition_trials(
-    warehouse: Warehouse, run_id: str, config_id: str, rep: int
+    warehouse: Warehouse,
+    run_id: str,
+    config_id: str,
+    rep: int,
+    trials: pd.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
     """The partition's trials (latest row each) with their scores, sorted by task; reads only
-    the partition's own files."""
+    the partition's own files (not its trials when the caller passes the rows it read)."""
     from bench_pipeline.results.scores import latest_scores, latest_trials, trial_overall
 
     under = layout.partition_dir(config_id, rep)
-    mine = warehouse.read("trials", run_id, under=under)
+    mine = warehouse.read("trials", run_id, under=under) if trials is None else trials
     if mine.empty:
         return []
     mine = latest_trials(mine)

@@ -199,15 +199,18 @@ def score_partition(
     only_unscored: bool = True,
     judge: Judge | None = None,
     environ: dict[str, str] | None = None,
+    trials: pd.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
     """Grade the partition's trials; rows are added to the `<rescore_id>` file, never replaced.
-    `judge` replaces the run's judge (criteria merged by a rescore)."""
+    `judge` replaces the run's judge (criteria merged by a rescore). `trials`: the partition's
+    trial rows when the caller has just read them (each read opens a file per trial)."""
     import pandas as pd
 
     from bench_pipeline.results.scores import latest_trials
 
     warehouse = paths.warehouse
-    trials = warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
+    if trials is None:
+        trials = warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
     if trials.empty:
         return []
     trials = latest_trials(trials)

@@ -45,7 +45,10 @@ def create_workspace(repo: str, sha: str, dest: Path) -> Path:
         except FileNotFoundError:
             continue
     try:
-        _git(["init", "--quiet", "--initial-branch=bench", str(dest)], dest)
+        # No template: its sample hooks and info files are ~20 files to write and remove per
+        # trial (half of `git init`'s time), and a user's init.templateDir hooks have no place
+        # in a trial's repository (an agent's `git commit` would run them).
+        _git(["init", "--quiet", "--template=", "--initial-branch=bench", str(dest)], dest)
         (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects_dir(repo)}\n")
         _git(["reset", "--quiet", "--hard", sha], dest)
     except (WorkspaceError, OSError) as exc:

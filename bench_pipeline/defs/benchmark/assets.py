@@ -221,10 +221,12 @@ def scores_metadata(
     rep: int,
     rows: list[dict[str, object]],
     rescore_id: str,
+    trials: "pd.DataFrame | None" = None,
 ) -> dict[str, object]:
-    """What a scores partition's materialization shows: its trials with overall and reason."""
+    """What a scores partition's materialization shows: its trials with overall and reason
+    (`trials`: the partition's trial rows, when just read)."""
     statuses = Counter(r["status"] for r in rows)
-    table = partition_trials(paths.warehouse, run.run_id, config_id, rep)
+    table = partition_trials(paths.warehouse, run.run_id, config_id, rep, trials)
     return {
         "run_id": run.run_id,
         "suite": run.suite,

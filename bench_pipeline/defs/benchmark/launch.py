@@ -94,16 +94,17 @@ def launch(context: dg.OpExecutionContext, config: LaunchConfig, bench: BenchRes
 def partition_materializations(
     run: BenchmarkRun, bench: BenchResource, config_id: str, rep: int
 ) -> list[dg.AssetMaterialization]:
-    """Score a partition whose trials are done; its `trials` and `scores` materializations."""
+    """Score a partition whose trials are done; its `trials` and `scores` materializations.
+    Its trial rows are read once for all three (a file per trial)."""
     paths = bench.paths
     rows = paths.warehouse.read("trials", run.run_id, under=layout.partition_dir(config_id, rep))
-    scored = score_partition(run, config_id, rep, paths)
+    scored = score_partition(run, config_id, rep, paths, trials=rows)
     key = str(partition_key(run.suite, config_id, rep))
     return [
         dg.AssetMaterialization("trials", partition=key, metadata=trials_metadata(run, rows)),
         dg.AssetMaterialization(
             "scores",
             partition=key,
-            metadata=scores_metadata(run, paths, config_id, rep, scored, INITIAL),
+            metadata=scores_metadata(run, paths, config_id, rep, scored, INITIAL, rows),
         ),
     ]
