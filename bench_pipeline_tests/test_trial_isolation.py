@@ -240,3 +240,35 @@ def test_a_zombie_counts_as_dead() -> None:
     finally:
         child.wait()
     assert not is_alive(child.pid)
+
+
+def test_a_users_git_template_hooks_never_reach_a_trial_repository(
+    example: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A user's init.templateDir (e.g. a company's commit hooks) would be copied into every
+    trial's repository by `git init` and run by an agent's `git commit` there."""
+    from bench_pipeline.formats.loader import load_launch
+    from bench_pipeline.workspace.repo import create_workspace
+
+    ran = tmp_path / "hook-ran"
+    hooks = tmp_path / "template" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(f"#!/bin/sh\ntouch {ran}\n")
+    (hooks / "pre-commit").chmod(0o755)
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[init]\n\ttemplateDir = {tmp_path / 'template'}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    # (the template is what `git init` copies: a plain repository made the same way has it)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "plain")], check=True)
+    assert (tmp_path / "plain" / ".git" / "hooks" / "pre-commit").exists()
+
+    task = load_launch(example / "factory/launches/demo.yaml").tasks[0]
+    ws = create_workspace(task.repo, task.base_sha, tmp_path / "ws")
+    subprocess.run(
+        ["git", "-c", "user.name=a", "-c", "user.email=a@example.com"]
+        + ["commit", "-q", "--allow-empty", "-m", "agent's commit"],
+        cwd=ws,
+        check=True,
+    )
+    assert not ran.exists()
+    assert not (ws / ".git" / "hooks").exists()
