@@ -62,12 +62,19 @@ def test_compare_and_startup_time_a_run_handed_to_bench_serve() -> None:
     assert re.search(r"bench run \(served\) - floor: +-?[\d.]+ s", out), out
 
 
-def test_text_cases_fits_the_per_case_overhead() -> None:
-    out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "4")
-    for n in (2, 4):
-        assert re.search(rf"N= +{n}: bench run +[\d.]+ s; .* s per case; cpu +[\d.]+ s", out), out
-    assert re.search(r"fit over N = 2, 4: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", out), out
-    assert re.search(r"cpu fit: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", out), out
+def test_text_cases_fits_the_per_case_overhead_in_process_and_served() -> None:
+    out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "4", "--serve")
+    trees = re.split(r"^tree: ", out, flags=re.M)[1:]
+    assert [t.split("  rounds")[0].endswith("(served)") for t in trees] == [False, True], out
+    for tree in trees:
+        for n in (2, 4):
+            row = rf"N= +{n}: bench run +[\d.]+ s; .* s per case; cpu +([\d.]+) s"
+            found = re.search(row, tree)
+            # (the served command's CPU is counted: the server's child's, not the waiting caller's)
+            assert found and float(found.group(1)) > 0.3, tree
+        assert re.search(r"fit over N = 2, 4: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree)
+        assert re.search(r"cpu fit: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree), tree
+    assert re.search(r"\(served\) minus .*, same round: wall [-+][\d.]+ ", out), out
 
 
 def test_scaleout_times_both_paths_and_stops_its_servers() -> None:

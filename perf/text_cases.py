@@ -1,6 +1,6 @@
 """Text-only cases: the harness's overhead per case against a chat endpoint that answers at once.
 
-    python perf/text_cases.py [--rounds 5] [--tree PATH]
+    python perf/text_cases.py [--rounds 5] [--tree PATH] [--serve]
 
 promptfoo's figure is ~0.005 s per case on 200 cases with two string assertions each against
 a fixed answer. Here: an OpenAI-compatible `POST /v1/chat/completions` server on 127.0.0.1 in
@@ -16,11 +16,16 @@ time) / N, and the slope between the fastest run of each size. The verdict line 
 each slope's median and its lowest..highest round, and says the bar holds only when the median
 of both the wall and the CPU slope is under it (and whether every round's is). With several
 `--tree`s, the last line is each tree's slope minus the first tree's, round by round.
+`--serve` also times each tree's `bench run` handed to a warm `bench serve` on its own home,
+in the same rounds: the same per-case work without the ~4 s of start-up (whose jitter is most
+of an in-process slope's noise); its CPU time is the served command's (the server's reaped
+child), trials included.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import resource
@@ -34,6 +39,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from warm_server import reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 BAR = 0.005  # promptfoo's harness overhead per case, seconds
@@ -139,20 +146,39 @@ def write_factory(root: Path, url: str, cases: int) -> Path:
     return launch
 
 
-def run_bench(tree: Path, launch: Path, home: Path) -> tuple[float, float]:
-    """The wall time of one `bench run` and the CPU time (user + system) it and its children
-    used: on a shared, loaded machine the CPU time varies far less than the wall time."""
-    env = {
+# `bench` in its own process; as its console script runs it (handed to a running `bench serve`).
+IN_PROCESS = "import sys; from bench_pipeline.cli.main import main; sys.exit(main(sys.argv[1:]))"
+ENTRY = "import sys; from bench_pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def bench_env(tree: Path, home: Path) -> dict[str, str]:
+    return {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "PYTHONPATH": str(tree),
         "BENCH_HOME": str(home),
         "DAGSTER_HOME": str(home / "dagster_home"),
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
+
+
+Variant = tuple[Path, bool]  # (checkout, handed to its `bench serve`)
+
+
+def _name(variant: Variant) -> str:
+    return f"{variant[0]} (served)" if variant[1] else str(variant[0])
+
+
+def run_bench(
+    tree: Path, launch: Path, home: Path, server: subprocess.Popen[bytes] | None = None
+) -> tuple[float, float]:
+    """The wall time of one `bench run` and the CPU time (user + system) it and its children
+    used: on a shared, loaded machine the CPU time varies far less than the wall time. With
+    `server` (a `bench serve` on `home`), the command is handed to it."""
+    env = bench_env(tree, home)
     argv = [
         sys.executable,
         "-c",
-        "import sys; from bench_pipeline.cli.main import main; sys.exit(main(sys.argv[1:]))",
+        ENTRY if server is not None else IN_PROCESS,
         "run",
         str(launch),
         "--quiet",
@@ -161,12 +187,15 @@ def run_bench(tree: Path, launch: Path, home: Path) -> tuple[float, float]:
     ]
     home.mkdir(parents=True, exist_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    served_before = reaped_cpu(server.pid) if server is not None else 0.0
     start = time.perf_counter()
     # From a neutral folder: `python -c` puts the working directory first on sys.path.
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=home)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if server is not None:  # the command ran in the server's child, not in the `bench` process
+        cpu += served_cpu(server.pid, served_before)
     if proc.returncode != 0:
         raise SystemExit(f"{shlex.join(argv[3:])} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     table = json.loads(proc.stdout)["config_table"][0]
@@ -192,71 +221,88 @@ def main() -> None:
         default=(20, 200),
         help="the two case counts (even; past 200, a multiple of 100)",
     )
+    parser.add_argument(
+        "--serve", action="store_true", help="hand every `bench run` to a warm `bench serve`"
+    )
     args = parser.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     sizes = tuple(args.sizes)
+    # What is measured: each tree in its own process, and with --serve the same tree handed to
+    # its warm server, interleaved in the same rounds (a per-case figure moves with the load).
+    variants = [
+        (t, served) for t in trees for served in ((False, True) if args.serve else (False,))
+    ]
     server = InstantChat()
-    wall: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
-    net: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
-    cpu: dict[tuple[Path, int], list[float]] = {(t, n): [] for t in trees for n in sizes}
+    wall: dict[tuple[Variant, int], list[float]] = {(v, n): [] for v in variants for n in sizes}
+    net: dict[tuple[Variant, int], list[float]] = {(v, n): [] for v in variants for n in sizes}
+    cpu: dict[tuple[Variant, int], list[float]] = {(v, n): [] for v in variants for n in sizes}
     with tempfile.TemporaryDirectory(prefix="bench-text-") as tmp:
         tmpdir = Path(tmp)
         launches = {n: write_factory(tmpdir / f"factory-{n}", server.url, n) for n in sizes}
-        homes = {t: tmpdir / f"home-{i}" for i, t in enumerate(trees)}
-        for t in trees:  # warm-up, uncounted (creates the instance, caches the bytecode)
-            run_bench(t, launches[sizes[0]], homes[t])
+        homes = {v: tmpdir / f"home-{i}" for i, v in enumerate(variants)}
+        servers: dict[Variant, subprocess.Popen[bytes]] = {}
+        for v in variants:
+            if v[1]:
+                homes[v].mkdir(parents=True)
+                argv = [sys.executable, "-c", ENTRY, "serve"]
+                servers[v] = start_server(argv, homes[v], bench_env(v[0], homes[v]))
+                atexit.register(servers[v].terminate)  # on an error too; stops on SIGTERM
+        for v in variants:  # warm-up, uncounted (creates the instance, caches the bytecode)
+            run_bench(v[0], launches[sizes[0]], homes[v], servers.get(v))
         server.take()
-        plan = [(t, n) for t in trees for n in sizes]
+        plan = [(v, n) for v in variants for n in sizes]
         for r in range(args.rounds):
-            for t, n in plan if r % 2 == 0 else reversed(plan):
-                elapsed, used = run_bench(t, launches[n], homes[t])
+            for v, n in plan if r % 2 == 0 else reversed(plan):
+                elapsed, used = run_bench(v[0], launches[n], homes[v], servers.get(v))
                 requests, busy = server.take()
                 if requests != n:
                     raise SystemExit(f"{n} cases made {requests} chat requests")
-                wall[t, n].append(elapsed)
-                net[t, n].append(elapsed - busy)
-                cpu[t, n].append(used)
+                wall[v, n].append(elapsed)
+                net[v, n].append(elapsed - busy)
+                cpu[v, n].append(used)
                 print(
-                    f"round {r + 1}: {t} N={n} wall {elapsed:.3f} s, cpu {used:.3f} s, "
+                    f"round {r + 1}: {_name(v)} N={n} wall {elapsed:.3f} s, cpu {used:.3f} s, "
                     f"server {busy:.4f} s",
                     file=sys.stderr,
                 )
+        for warm in servers.values():  # before their homes go
+            warm.terminate()
+            warm.wait(timeout=60)
     small, large = sizes
     print(
         f"promptfoo's bar: {BAR} s per case; per-case cost = the same-round slope between "
         f"N = {small} and N = {large}, median of {args.rounds} rounds [lowest..highest]"
     )
-    slopes: dict[Path, tuple[list[float], list[float]]] = {}
-    for t in trees:
-        per_case, fixed = _fit(net[t, small], net[t, large], small, large)
-        cpu_case, cpu_fixed = _fit(cpu[t, small], cpu[t, large], small, large)
-        slopes[t] = (
-            _slopes(net[t, small], net[t, large], small, large),
-            _slopes(cpu[t, small], cpu[t, large], small, large),
+    slopes: dict[Variant, tuple[list[float], list[float]]] = {}
+    for v in variants:
+        per_case, fixed = _fit(net[v, small], net[v, large], small, large)
+        cpu_case, cpu_fixed = _fit(cpu[v, small], cpu[v, large], small, large)
+        slopes[v] = (
+            _slopes(net[v, small], net[v, large], small, large),
+            _slopes(cpu[v, small], cpu[v, large], small, large),
         )
-        print(f"tree: {t}  rounds: {args.rounds}  (medians)")
+        print(f"tree: {_name(v)}  rounds: {args.rounds}  (medians)")
         for n in sizes:
             print(
-                f"  N={n:4d}: bench run {statistics.median(wall[t, n]):7.3f} s; "
-                f"(wall - server) / N = {statistics.median(net[t, n]) / n:.4f} s per case; "
-                f"cpu {statistics.median(cpu[t, n]):7.3f} s"
+                f"  N={n:4d}: bench run {statistics.median(wall[v, n]):7.3f} s; "
+                f"(wall - server) / N = {statistics.median(net[v, n]) / n:.4f} s per case; "
+                f"cpu {statistics.median(cpu[v, n]):7.3f} s"
             )
         print(f"  fit over N = {small}, {large}: fixed {fixed:.3f} s + {per_case:.4f} s per case")
         print(f"  cpu fit: fixed {cpu_fixed:.3f} s + {cpu_case:.4f} s per case")
         # The fastest run of each size: on a loaded machine the noise only ever adds time
-        fast = (min(net[t, large]) - min(net[t, small])) / (large - small)
-        fast_cpu = (min(cpu[t, large]) - min(cpu[t, small])) / (large - small)
+        fast = (min(net[v, large]) - min(net[v, small])) / (large - small)
+        fast_cpu = (min(cpu[v, large]) - min(cpu[v, small])) / (large - small)
         print(f"  between the fastest runs: wall {fast:.4f} s, cpu {fast_cpu:.4f} s per case")
-        print(f"  {_verdict(*slopes[t])}")
-    if len(trees) > 1:
-        first = trees[0]
-        for t in trees[1:]:
-            walls = [b - a for a, b in zip(slopes[first][0], slopes[t][0], strict=True)]
-            cpus = [b - a for a, b in zip(slopes[first][1], slopes[t][1], strict=True)]
-            print(
-                f"{t} minus {first}, same round: wall {_spread(walls)}, cpu {_spread(cpus)} "
-                "s per case"
-            )
+        print(f"  {_verdict(*slopes[v])}")
+    first = variants[0]
+    for v in variants[1:]:
+        walls = [b - a for a, b in zip(slopes[first][0], slopes[v][0], strict=True)]
+        cpus = [b - a for a, b in zip(slopes[first][1], slopes[v][1], strict=True)]
+        print(
+            f"{_name(v)} minus {_name(first)}, same round: wall {_spread(walls)}, "
+            f"cpu {_spread(cpus)} s per case"
+        )
 
 
 def _slopes(at_small: list[float], at_large: list[float], small: int, large: int) -> list[float]:
