@@ -46,17 +46,38 @@ max_parallel: 1
 """
 
 # `bench` as its console script runs it: handed to a running `bench serve` when there is one.
-ENTRY = "import sys; from bench_pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
-
-# Runs `bench` in-process and prints its peak RSS (VmHWM: its own, not a forked parent's).
-BENCH = """
+ENTRY = """
 import sys
-from bench_pipeline.cli.main import main
-code = main(sys.argv[1:])
-for line in open("/proc/self/status"):
-    if line.startswith("VmHWM:"):
-        sys.stderr.write("\\nPEAK_RSS_KB " + line.split()[1] + "\\n")
-sys.exit(code)
+try:
+    from bench_pipeline.cli import console
+except ImportError:  # a checkout from before it (--tree): its entry point returned the code
+    from bench_pipeline.cli.main import main
+
+    def console():
+        return main(sys.argv[1:])
+
+sys.exit(console())
+"""
+
+# `bench` as its console script runs it, with no server on its home (so in its own process),
+# printing its peak RSS at exit (VmHWM: its own, not a forked parent's).
+BENCH = """
+import atexit, sys
+try:
+    from bench_pipeline.cli import console
+except ImportError:  # a checkout from before it (--tree): its entry point returned the code
+    from bench_pipeline.cli.main import main
+
+    def console():
+        return main(sys.argv[1:])
+
+def peak_rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            sys.stderr.write("\\nPEAK_RSS_KB " + line.split()[1] + "\\n")
+
+atexit.register(peak_rss)
+sys.exit(console())
 """
 
 

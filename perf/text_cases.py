@@ -146,9 +146,20 @@ def write_factory(root: Path, url: str, cases: int) -> Path:
     return launch
 
 
-# `bench` in its own process; as its console script runs it (handed to a running `bench serve`).
-IN_PROCESS = "import sys; from bench_pipeline.cli.main import main; sys.exit(main(sys.argv[1:]))"
-ENTRY = "import sys; from bench_pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
+# `bench` as its console script runs it (handed to a running `bench serve` when one runs on its
+# home: none does for the in-process variant).
+ENTRY = """
+import sys
+try:
+    from bench_pipeline.cli import console
+except ImportError:  # a checkout from before it (--tree): its entry point returned the code
+    from bench_pipeline.cli.main import main
+
+    def console():
+        return main(sys.argv[1:])
+
+sys.exit(console())
+"""
 
 
 def bench_env(tree: Path, home: Path) -> dict[str, str]:
@@ -178,7 +189,7 @@ def run_bench(
     argv = [
         sys.executable,
         "-c",
-        ENTRY if server is not None else IN_PROCESS,
+        ENTRY,
         "run",
         str(launch),
         "--quiet",
