@@ -179,9 +179,73 @@ def test_a_forked_child_never_uses_the_parents_open_connections(
         seen = os.read(read, 64)
         os.waitpid(pid, 0)
         assert seen == b"fresh"
-        assert pool.checkedin() == held and instance.get_runs() == []  # the parent's is intact
+        # The parent closed its idle connections before the fork, and reopens on use.
+        assert pool.checkedin() == 0 and instance.get_runs() == []
     finally:
         instance.dispose()
+
+
+def _locks_of(pid: int, path: Path) -> list[str]:
+    inode = os.stat(path).st_ino
+    return [
+        line.split()[3]
+        for line in Path("/proc/locks").read_text().splitlines()
+        if line.split()[4] == str(pid) and int(line.split()[5].split(":")[2]) == inode
+    ]
+
+
+def test_a_forked_childs_commits_survive_its_parent_leaving_and_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench serve` forks each command from a process whose instance was open. Were its
+    SQLite connections still open at the fork, the child's copy of SQLite would believe it
+    holds the file locks it does not (fcntl locks are not inherited), take none, and once the
+    server is gone another process could checkpoint and delete the WAL the child writes to:
+    the child's later commits would be lost."""
+    import sqlalchemy as sa
+
+    from bench_pipeline.defs.launcher import get_instance, prepare_instance
+    from bench_pipeline.runs.paths import BenchPaths
+
+    paths = BenchPaths.from_home(tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(paths.home / "dagster_home"))
+    prepare_instance(paths)  # as the server's warm-up does, on a new home
+    runs_db = paths.home / "dagster_home" / "history" / "runs.db"
+    to_child, from_parent = os.pipe()
+    to_parent, from_child = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the served command
+        try:
+            os.close(to_parent)
+            os.close(from_parent)
+            engine = get_instance(paths).run_storage._pooled
+            with engine.begin() as conn:
+                conn.execute(sa.text("create table probe (x text)"))
+                conn.execute(sa.text("insert into probe values ('before')"))
+            os.write(from_child, b"ok" if _locks_of(os.getpid(), runs_db) else b"no locks")
+            os.read(to_child, 1)  # the server has left, another process came and went
+            with engine.begin() as conn:
+                conn.execute(sa.text("insert into probe values ('after')"))
+        finally:
+            os._exit(0)  # as every served command ends
+    os.close(from_child)  # (a child that failed early then reads as an empty answer)
+    os.close(to_child)
+    assert os.read(to_parent, 64) == b"ok"  # the child's open connection holds its locks
+    get_instance(paths).dispose()  # the server leaves
+    peek = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+        "print(c.execute('select x from probe').fetchall()); c.close()"
+    )
+    other = subprocess.run([sys.executable, "-c", peek, str(runs_db)], capture_output=True)
+    assert other.returncode == 0, other.stderr
+    os.write(from_parent, b"go")
+    os.close(from_parent)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    after = subprocess.run(
+        [sys.executable, "-c", peek, str(runs_db)], capture_output=True, text=True, check=True
+    )
+    assert after.stdout.strip() == "[('before',), ('after',)]"
 
 
 def test_a_worker_without_dagster_home_loads_the_same_instance_from_a_runs_reference(

@@ -73,14 +73,27 @@ def _engine(conn_string: str) -> db.engine.Engine:
     return engine
 
 
+def _close_connections_before_fork() -> None:
+    # SQLite must not see an open connection cross a fork (sqlite.org/howtocorrupt.html 2.6):
+    # the child's copy of SQLite's per-file lock records says "this process holds the locks"
+    # while the child holds none (fcntl locks are not inherited), so its own new connection
+    # takes none either, and another process may checkpoint and delete the WAL the child is
+    # still writing to (measured: the child's commits lost). So the parent (`bench serve`, a
+    # celery prefork worker) closes its idle pooled connections first; it reopens on next use.
+    for engine in list(_ENGINES):
+        engine.dispose()
+
+
 def _forget_inherited_connections() -> None:
-    # A forked child (a celery prefork worker, a multiprocessing step) must never use the
-    # parent's open SQLite connections: give each engine a fresh pool, leave the parent's be.
+    # And a connection the parent had checked out at the fork is never used by the child:
+    # each engine gets a fresh pool there, the parent's is left to the parent.
     for engine in list(_ENGINES):
         engine.dispose(close=False)
 
 
-os.register_at_fork(after_in_child=_forget_inherited_connections)
+os.register_at_fork(
+    before=_close_connections_before_fork, after_in_child=_forget_inherited_connections
+)
 
 
 class PooledSqliteRunStorage(SqliteRunStorage):
