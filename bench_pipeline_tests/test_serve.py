@@ -10,8 +10,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections import Counter
@@ -37,7 +39,7 @@ CLIENT = (
 )
 
 
-def _env(home: Path, pythonpath: Path = ROOT) -> dict[str, str]:
+def _env(home: Path, pythonpath: Path | str = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "BENCH_NO_SERVE"}
     env.update(
         PYTHONPATH=str(pythonpath),
@@ -94,7 +96,7 @@ def server(bench_home: Path, tmp_path: Path) -> Iterator[Server]:
 
 
 def _client(
-    args: list[str], home: Path, cwd: Path, pythonpath: Path = ROOT
+    args: list[str], home: Path, cwd: Path, pythonpath: Path | str = ROOT
 ) -> tuple[int, str, str, list[str]]:
     out = subprocess.run(
         [sys.executable, "-c", CLIENT, *args],
@@ -158,6 +160,96 @@ def test_a_server_running_other_code_is_not_used_and_stops(
     _wait_for(lambda: server.proc.poll() is not None, "the stale server to stop")
     assert "other code" in server.text()
     assert not (bench_home / "serve.sock").exists()
+
+
+def test_other_python_settings_run_on_their_own_and_a_second_server_is_refused(
+    bench_home: Path, server: Server, tmp_path: Path
+) -> None:
+    # Another module path (PYTHONPATH): a served command would keep the server's sys.path.
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    code, out, err, heavy = _client(
+        ["results", "--list"], bench_home, tmp_path, f"{ROOT}{os.pathsep}{extra}"
+    )
+    assert code == 0, err
+    assert server.served_pids() == [] and heavy != []  # it ran in its own process
+    code, out, err, heavy = _client(["results", "--list"], bench_home, tmp_path)
+    assert code == 0 and heavy == [] and len(server.served_pids()) == 1  # the server stayed
+    # A second server of the home refuses at once, and the first keeps its socket.
+    second = subprocess.run(
+        [str(BENCH), "serve"], env=_env(bench_home), capture_output=True, text=True, timeout=120
+    )
+    assert second.returncode == 2 and "a server already runs" in second.stderr
+    code, out, err, heavy = _client(["results", "--list"], bench_home, tmp_path)
+    assert code == 0 and heavy == [] and len(server.served_pids()) == 2
+
+
+def test_two_messages_that_arrive_together_are_both_read() -> None:
+    # (a quick command's start and exit can reach a slow-to-wake caller in one read)
+    from bench_pipeline.cli.handoff import receive, send
+
+    left, right = socket.socketpair()
+    with left, right:
+        send(left, {"pid": 123})
+        send(left, {"exit": 2})
+        left.shutdown(socket.SHUT_WR)
+        assert receive(right) == ({"pid": 123}, [])
+        assert receive(right) == ({"exit": 2}, [])
+        assert receive(right) == (None, [])
+
+
+LISTENER = """
+import socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.bind(sys.argv[1])
+sock.listen(1)
+print("ready", flush=True)
+conn, _ = sock.accept()
+conn.settimeout(120)
+data = b""
+while chunk := conn.recv(65536):
+    data += chunk
+print(f"GOT {len(data)} {b'sk-victim' in data}", flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/python3").exists(), reason="root")
+def test_a_socket_of_another_user_is_never_sent_the_command(tmp_path: Path) -> None:
+    """A server socket in a shared folder may be another user's: a command would hand it its
+    environment (API keys) and its terminal."""
+    shared = Path(tempfile.mkdtemp(prefix="bench-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o755)
+        home = shared / ".bench"
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)
+        other = subprocess.Popen(
+            ["/usr/bin/python3", "-c", LISTENER, str(home / "serve.sock")],
+            user=65534,
+            group=65534,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+        try:
+            assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+            env = {**_env(home), "ANTHROPIC_API_KEY": "sk-victim-secret"}
+            out = subprocess.run(
+                [str(BENCH), "results", "--list"],
+                env=env,
+                cwd=shared,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert out.returncode == 0, out.stderr
+            assert "served by another user (uid 65534)" in out.stderr
+            assert other.stdout.readline().strip() == "GOT 0 False"
+        finally:
+            other.kill()
+            other.wait()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 SLOW_AGENT = """

@@ -25,6 +25,9 @@ LOCAL_COMMANDS = frozenset({"serve", "ui"})
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _HEADER = struct.Struct("!I")
 _MAX_REQUEST = 16 * 1024 * 1024
+# How long a command waits for the server to start it: a server that accepts and never answers
+# (stopped with Ctrl-Z, stuck) must not hang every command of its home.
+START_TIMEOUT = 30.0
 # Set in a served command's environment: a `bench` it starts (a script, a test) runs on its own.
 NO_SERVE_ENV = "BENCH_NO_SERVE"
 
@@ -46,7 +49,10 @@ def fingerprint() -> str:
     for folder, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):  # modules, and data files a module may read at import
-            st = os.stat(os.path.join(folder, name))
+            try:
+                st = os.stat(os.path.join(folder, name))
+            except OSError:  # an editor's dangling lock link, a file gone since the listing
+                continue
             digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     # An install or upgrade adds or renames entries of site-packages: its folders' mtimes move.
     for entry in sys.path:
@@ -55,6 +61,18 @@ def fingerprint() -> str:
         with contextlib.suppress(OSError):
             digest.update(f"{entry}\0{os.stat(entry or '.').st_mtime_ns}\0".encode())
     return digest.hexdigest()
+
+
+def python_settings() -> dict[str, Any]:
+    """What else decides how this interpreter runs code beyond the package: its module path
+    (PYTHONPATH), its flags and PYTHON* variables (warnings, I/O encoding, hash seed). A served
+    command keeps the server's, so it goes only to a server whose settings are the same."""
+    return {
+        "path": sys.path[1:],  # sys.path[0] is the script's folder, which differs between callers
+        "flags": repr(sys.flags),
+        "xoptions": sorted(f"{k}={v}" for k, v in sys._xoptions.items()),
+        "env": sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("PYTHON")),
+    }
 
 
 @contextlib.contextmanager
@@ -72,17 +90,33 @@ def address_of(path: Path) -> Iterator[str]:
 
 
 def connect(path: Path) -> socket.socket | None:
-    """A connection to the server listening on `path`; None when none answers there."""
+    """A connection to this user's server listening on `path`; None when none answers there.
+    A listener of another user is never talked to: a command sends its environment (API keys)
+    and its terminal to the server."""
     if not path.exists():
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with address_of(path) as address:
             sock.connect(address)
+        owner = peer_uid(sock)
     except OSError:
         sock.close()
         return None
+    if owner != os.getuid():
+        sock.close()
+        print(
+            f"bench: not using {path}: it is served by another user (uid {owner})",
+            file=sys.stderr,
+        )
+        return None
     return sock
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket (as the kernel says)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -96,27 +130,36 @@ def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = N
 
 
 def receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
-    """One message (None at end of stream) and the descriptors that came with it."""
+    """One message (None at end of stream) and the descriptors that came with it. Reads
+    exactly one message's bytes: the next (two can arrive together) stays in the socket. A
+    message that cannot be read closes the descriptors it brought."""
     fds: list[int] = []
-    buffer = b""
-    while len(buffer) < _HEADER.size:
-        if max_fds and not fds:
-            chunk, fds, _flags, _addr = socket.recv_fds(sock, 65536, max_fds)
-        else:
-            chunk = sock.recv(65536)
-        if not chunk:
-            return None, fds
-        buffer += chunk
-    (size,) = _HEADER.unpack(buffer[: _HEADER.size])
-    if size > _MAX_REQUEST:
-        raise ValueError(f"message of {size} bytes")
-    buffer = buffer[_HEADER.size :]
-    while len(buffer) < size:
-        chunk = sock.recv(size - len(buffer))
-        if not chunk:
-            return None, fds
-        buffer += chunk
-    return json.loads(buffer[:size]), fds
+    try:
+        header = b""
+        while len(header) < _HEADER.size:
+            want = _HEADER.size - len(header)
+            if max_fds and not fds:
+                chunk, got, _flags, _addr = socket.recv_fds(sock, want, max_fds)
+                fds = list(got)
+            else:
+                chunk = sock.recv(want)
+            if not chunk:
+                return None, fds
+            header += chunk
+        (size,) = _HEADER.unpack(header)
+        if size > _MAX_REQUEST:
+            raise ValueError(f"message of {size} bytes")
+        body = b""
+        while len(body) < size:
+            chunk = sock.recv(size - len(body))
+            if not chunk:
+                return None, fds
+            body += chunk
+        return json.loads(body), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 # --------------------------------------------------------------------------- the command's side
@@ -160,22 +203,40 @@ def hand_off(argv: list[str]) -> int | None:
     if sock is None:  # no server, or a server that died left its socket: run here
         return None
     with sock:
+        try:
+            cwd = os.getcwd()
+        except OSError:  # the working folder was removed: let the command say so itself
+            return None
         request = {
             "argv": argv,
             "env": dict(os.environ),
-            "cwd": os.getcwd(),
+            "cwd": cwd,
             "umask": _umask(),
             "fingerprint": fingerprint(),
+            "python": python_settings(),
         }
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         try:
             send(sock, request, [0, 1, 2])
+            sock.settimeout(START_TIMEOUT)
             reply, _ = receive(sock)
-        except OSError:
+            if reply is None or "pid" not in reply:
+                return None  # stale, other settings, refused: the command runs here
+            send(sock, {"go": True})  # only now does the server's child start the command
+            sock.settimeout(None)
+        except TimeoutError:
+            print(
+                f"bench: the server on {socket_path(home)} did not answer in "
+                f"{START_TIMEOUT:.0f} s; the command runs here",
+                file=sys.stderr,
+            )
             return None
-        if reply is None or "pid" not in reply:
-            return None  # stale or refused: the server said why on its own stderr
+        except (OSError, ValueError):
+            return None
+        except KeyboardInterrupt:  # before the command started: nothing ran, nothing to resume
+            print("interrupted", file=sys.stderr)
+            return 130
         return _wait_for_exit(sock, int(reply["pid"]))
 
 

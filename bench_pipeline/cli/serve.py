@@ -28,7 +28,6 @@ import contextlib
 import os
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
@@ -39,9 +38,12 @@ from typing import Any
 from bench_pipeline.cli import common
 from bench_pipeline.cli.handoff import (
     NO_SERVE_ENV,
+    START_TIMEOUT,
     address_of,
     connect,
     fingerprint,
+    peer_uid,
+    python_settings,
     receive,
     send,
     socket_path,
@@ -117,7 +119,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     path = socket_path(paths.home)
     if args.stop:
         return _stop(path)
-    if _answers(path):
+    # Held while the server lives: a second `bench serve` of the home, even one started during
+    # this one's warm-up, refuses instead of taking over (and later removing) the socket.
+    lock = _lock(paths.home / LOCK_NAME)
+    if lock is None or _answers(path):
         raise common.CliError(f"a server already runs on {path}; stop it with `bench serve --stop`")
     started = time.perf_counter()
     warm_up(paths)
@@ -125,10 +130,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if threads != 1:  # a fault of this code, not of the user's input
         print(f"error: bench serve: {threads} threads after warm-up; not forking", file=sys.stderr)
         return common.EXIT_FAILED
-    mine = fingerprint()
+    mine = {"fingerprint": fingerprint(), "python": python_settings()}
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         path.unlink()  # left by a server that died (_answers said no one listens)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise common.CliError(f"cannot replace {path}: {exc.strerror}") from None
     old_mask = os.umask(0o177)
     try:
         with address_of(path) as address:
@@ -161,7 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             except InterruptedError:  # pragma: no cover
                 continue
             try:
-                if _serve_one(conn, listener, mine, children, stop, args.run_command):
+                if _serve_one(conn, [listener, lock], mine, children, stop, args.run_command):
                     continue
             except (OSError, ValueError) as exc:
                 print(f"bench serve: a request failed: {exc}", file=sys.stderr, flush=True)
@@ -173,6 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Commands still running finish on their own: they are not the server's to stop.
         for conn in children.values():
             conn.close()
+        lock.close()
     print("bench serve: stopped", file=sys.stderr, flush=True)
     return common.EXIT_OK
 
@@ -197,22 +207,34 @@ def _stop(path: Path) -> int:
     return common.EXIT_OK
 
 
-def _peer_uid(conn: socket.socket) -> int:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+LOCK_NAME = "serve.lock"
+
+
+def _lock(path: Path) -> Any:
+    """`path` opened and exclusively locked (flock), or None when another process holds it."""
+    import fcntl
+
+    handle = path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
 
 
 def _serve_one(
     conn: socket.socket,
-    listener: socket.socket,
-    mine: str,
+    servers: list[Any],
+    mine: dict[str, Any],
     children: dict[int, socket.socket],
     stop: threading.Event,
     run_command: Callable[[list[str]], int],
 ) -> bool:
-    """Answer one connection; True when a child now owns it."""
+    """Answer one connection; True when a child now owns it. `servers`: what a child must
+    not keep of the server (its listener, its lock)."""
     conn.settimeout(30)
-    if _peer_uid(conn) != os.getuid():
+    if peer_uid(conn) != os.getuid():
         print("bench serve: refused a connection from another user", file=sys.stderr, flush=True)
         return False
     request, fds = receive(conn, max_fds=3)
@@ -223,7 +245,7 @@ def _serve_one(
             stop.set()
             send(conn, {"stopped": True})
             return False
-        if request.get("fingerprint") != mine:
+        if request.get("fingerprint") != mine["fingerprint"]:
             print(
                 "bench serve: a command runs other code than this server (upgraded or edited): "
                 "it ran in its own process; this server stops, start it again with `bench serve`",
@@ -233,13 +255,19 @@ def _serve_one(
             stop.set()
             send(conn, {"stale": True})
             return False
+        if request.get("python") != mine["python"]:
+            # Another module path or interpreter settings (PYTHONPATH, -X, PYTHONWARNINGS...): a
+            # served command would keep the server's, so it runs on its own; the server stays.
+            send(conn, {"elsewhere": True})
+            return False
         if len(fds) != 3:
             raise ValueError("a request without its three standard streams")
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         pid = os.fork()
         if pid == 0:
-            listener.close()  # the child serves its one command, never other connections
+            for own in servers:
+                own.close()  # the child serves its one command, never other connections
             for other in children.values():
                 other.close()  # other commands' connections are the server's
             _run_child(conn, request, fds, run_command)  # never returns
@@ -286,6 +314,17 @@ def _run_child(
             os.dup2(fd, target)
         for fd in fds:
             os.close(fd)
+        # Started only on the caller's go: one that gave up waiting (it then runs the command
+        # itself) must never see it run twice, nor a traceback of a reply it no longer reads.
+        try:
+            conn.settimeout(START_TIMEOUT)
+            send(conn, {"pid": os.getpid()})
+            go, _ = receive(conn)
+        except (OSError, ValueError):
+            go = None
+        if not go or not go.get("go"):
+            os._exit(0)
+        conn.settimeout(None)
         # The command's streams, buffered as its own process would buffer them.
         sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False, buffering=_buffering(1))  # noqa: SIM115
@@ -298,8 +337,6 @@ def _run_child(
         os.environ.update(request["env"])
         os.environ[NO_SERVE_ENV] = "1"
         sys.argv = ["bench", *request["argv"]]
-        conn.settimeout(None)
-        send(conn, {"pid": os.getpid()})
         finished = threading.Event()
         threading.Thread(target=_relay_signals, args=(conn, finished), daemon=True).start()
         try:
