@@ -380,6 +380,25 @@ def _stale_by_a_truncated_cache(wh: Warehouse) -> None:
     cache.write_bytes(cache.read_bytes()[:1000])
 
 
+def _stale_by_unreadable_sums(wh: Warehouse) -> None:
+    """The cache's key still current, its stored config x task sums not JSON."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from bench_pipeline.runs.derived import _CELLS_FIELD
+    from bench_pipeline.warehouse import layout
+
+    cache = wh.root / layout.per_trial_cache(RUN)
+    with pa.OSFile(str(cache)) as source:  # (read, not mapped: the file is written next)
+        table = ipc.open_file(source).read_all()
+    meta = {**table.schema.metadata, _CELLS_FIELD: b'{"first": [0,'}
+    table = table.replace_schema_metadata(meta)
+    tmp = cache.with_name(".unreadable.arrow")
+    with ipc.new_file(str(tmp), table.schema) as writer:
+        writer.write_table(table)
+    tmp.replace(cache)
+
+
 @pytest.mark.parametrize(
     "make_stale",
     [
@@ -387,6 +406,7 @@ def _stale_by_a_truncated_cache(wh: Warehouse) -> None:
         _stale_by_removing_a_trial_file,
         _stale_by_another_runs_cache,
         _stale_by_a_truncated_cache,
+        _stale_by_unreadable_sums,
     ],
 )
 def test_a_stale_cache_is_never_used(tmp_path: Path, make_stale) -> None:

@@ -320,9 +320,28 @@ def _code_version() -> str:
     import bench_pipeline
 
     digest = hashlib.sha256(bench_pipeline.__version__.encode())
-    for name in ("bench_pipeline.results.scores", "bench_pipeline.results.config_table", __name__):
-        digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
+    for name in CACHE_CODE:
+        module = importlib.import_module(name)
+        # a package stands for every module in it: what the rows are computed with
+        files = (
+            sorted(Path(module.__file__ or "").parent.glob("*.py"))
+            if hasattr(module, "__path__")
+            else [Path(module.__file__ or "")]
+        )
+        for path in files:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+# The code the per-trial rows and sums come from: the results package (scores, the config
+# table's sums, their shared codes), the warehouse's column readers, the vocabulary of
+# outcomes and statuses, and this module.
+CACHE_CODE = (
+    "bench_pipeline.results",
+    "bench_pipeline.warehouse.columns",
+    "bench_pipeline.formats.vocabulary",
+    __name__,
+)
 
 
 def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[Path]) -> str:
@@ -364,13 +383,14 @@ def read_per_trial_cache(
                 return None
             table = reader.read_all()
         catalog = json.loads(meta[_CATALOG_FIELD])
-    except (OSError, pa.ArrowException, KeyError, ValueError):
+        frame = table.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
+        del table
+        frame.attrs["scorer_catalog"] = catalog
+        cells = meta.get(_CELLS_FIELD)
+        sums = R.ConfigCells.from_json(frame, cells.decode()) if cells else None
+    except (OSError, pa.ArrowException, KeyError, TypeError, ValueError):  # (JSON errors too)
         return None
-    frame = table.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
-    del table
-    frame.attrs["scorer_catalog"] = catalog
-    cells = meta.get(_CELLS_FIELD)
-    return frame, (R.ConfigCells.from_json(frame, cells.decode()) if cells else None)
+    return frame, sums
 
 
 def write_per_trial_cache(
@@ -446,9 +466,15 @@ def per_trial_results(
     for the next analysis. None when the run has no trials."""
     timings = {} if timings is None else timings
     start = time.perf_counter()
-    trial_files = warehouse.files("trials", run_id)
-    score_files = warehouse.files("scores", run_id)
-    key = input_key(warehouse, trial_files, score_files)
+    for attempt in range(3):
+        trial_files = warehouse.files("trials", run_id)
+        score_files = warehouse.files("scores", run_id)
+        try:
+            key = input_key(warehouse, trial_files, score_files)
+            break
+        except FileNotFoundError:  # a part removed between the listing and its stat (a
+            if attempt == 2:  # resumed trial's emptied batch file): list the files again
+                raise
     cached = read_per_trial_cache(warehouse, run_id, key)
     if cached is not None and cached[1] is not None:
         timings["per-trial results + config x task sums (cached)"] = time.perf_counter() - start
