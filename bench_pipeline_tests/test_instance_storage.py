@@ -368,3 +368,28 @@ def test_a_new_runs_event_log_is_the_file_dagster_would_make_without_loading_mig
         assert sorted(instance.event_log_storage.get_all_run_ids()) == sorted(run_ids["bench"])
     finally:
         instance.dispose()
+
+
+def test_a_prepared_instance_is_not_reused_once_its_history_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench serve` keeps the home's instance open for its commands; a user who clears the
+    run history (keeping dagster.yaml) gets an instance that makes its tables again."""
+    import shutil
+
+    from bench_pipeline.defs.launcher import get_instance, prepare_instance
+    from bench_pipeline.runs.paths import BenchPaths
+
+    paths = BenchPaths.from_home(tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(paths.home / "dagster_home"))
+    prepare_instance(paths)
+    prepared = get_instance(paths)
+    assert get_instance(paths) is prepared  # reused while its files are as they were
+    prepared.dispose()
+    shutil.rmtree(paths.home / "dagster_home" / "history")
+    fresh = get_instance(paths)
+    try:
+        assert fresh is not prepared
+        assert fresh.get_runs() == []
+    finally:
+        fresh.dispose()

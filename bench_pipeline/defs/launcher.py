@@ -57,13 +57,17 @@ def ensure_dagster_home(paths: BenchPaths) -> Path:
 
 
 # The instance `prepare_instance` opened (`bench serve`, before it forks), with what it was
-# opened from: (DAGSTER_HOME, dagster.yaml's size and mtime).
-_prepared: tuple[tuple[str, int, int], dg.DagsterInstance] | None = None
+# opened from: (DAGSTER_HOME, dagster.yaml's size and mtime, the run database's inode).
+_prepared: tuple[tuple[str, int, int, int], dg.DagsterInstance] | None = None
 
 
-def _instance_key(home: Path) -> tuple[str, int, int]:
+def _instance_key(home: Path) -> tuple[str, int, int, int]:
     config = (home / "dagster.yaml").stat()
-    return (str(home), config.st_size, config.st_mtime_ns)
+    try:  # a history removed (or replaced) since: opened afresh, its tables made again
+        runs = (home / "history" / "runs.db").stat().st_ino
+    except FileNotFoundError:
+        runs = -1
+    return (str(home), config.st_size, config.st_mtime_ns, runs)
 
 
 def get_instance(paths: BenchPaths) -> dg.DagsterInstance:
