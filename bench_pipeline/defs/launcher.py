@@ -83,7 +83,8 @@ def prepare_instance(paths: BenchPaths) -> None:
     start empty in each child (defs/storage.py), the migrations are checked once."""
     global _prepared
     home = ensure_dagster_home(paths)
-    _prepared = (_instance_key(home), dg.DagsterInstance.get())
+    instance = dg.DagsterInstance.get()  # (first: it makes the run database the key names)
+    _prepared = (_instance_key(home), instance)
 
 
 def resource_config(paths: BenchPaths, progress: bool) -> dict[str, object]:
