@@ -153,7 +153,10 @@ import sys
 try:
     from bench_pipeline.cli import console
 except ImportError:  # a checkout from before it (--tree): its entry point returned the code
-    from bench_pipeline.cli.main import main
+    try:
+        from bench_pipeline.cli import main  # (the hand-off to `bench serve`, when it had one)
+    except ImportError:
+        from bench_pipeline.cli.main import main
 
     def console():
         return main(sys.argv[1:])
