@@ -31,7 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from warm_server import reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
+from warm_server import (  # perf/ is sys.path[0]
+    ENTRY,
+    ENTRY_WITH_PEAK_RSS,
+    reaped_cpu,
+    served_cpu,
+    start_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,46 +51,8 @@ scorers: [checks]
 max_parallel: 1
 """
 
-# `bench` as its console script runs it: handed to a running `bench serve` when there is one.
-ENTRY = """
-import sys
-try:
-    from bench_pipeline.cli import console
-except ImportError:  # a checkout from before it (--tree): its entry point returned the code
-    try:
-        from bench_pipeline.cli import main  # (the hand-off to `bench serve`, when it had one)
-    except ImportError:
-        from bench_pipeline.cli.main import main
-
-    def console():
-        return main(sys.argv[1:])
-
-sys.exit(console())
-"""
-
-# `bench` as its console script runs it, with no server on its home (so in its own process),
-# printing its peak RSS at exit (VmHWM: its own, not a forked parent's).
-BENCH = """
-import atexit, sys
-try:
-    from bench_pipeline.cli import console
-except ImportError:  # a checkout from before it (--tree): its entry point returned the code
-    try:
-        from bench_pipeline.cli import main  # (the hand-off to `bench serve`, when it had one)
-    except ImportError:
-        from bench_pipeline.cli.main import main
-
-    def console():
-        return main(sys.argv[1:])
-
-def peak_rss():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            sys.stderr.write("\\nPEAK_RSS_KB " + line.split()[1] + "\\n")
-
-atexit.register(peak_rss)
-sys.exit(console())
-"""
+# `bench` in its own process: no server runs on its home.
+BENCH = ENTRY_WITH_PEAK_RSS
 
 
 def floor_script(example: Path, work: Path, tree: Path) -> Path:

@@ -40,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from warm_server import reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
+from warm_server import ENTRY, reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 BAR = 0.005  # promptfoo's harness overhead per case, seconds
@@ -144,25 +144,6 @@ def write_factory(root: Path, url: str, cases: int) -> Path:
         f"repetitions: {repetitions}\nscorers: [assert]\nmax_parallel: 1\n"
     )
     return launch
-
-
-# `bench` as its console script runs it (handed to a running `bench serve` when one runs on its
-# home: none does for the in-process variant).
-ENTRY = """
-import sys
-try:
-    from bench_pipeline.cli import console
-except ImportError:  # a checkout from before it (--tree): its entry point returned the code
-    try:
-        from bench_pipeline.cli import main  # (the hand-off to `bench serve`, when it had one)
-    except ImportError:
-        from bench_pipeline.cli.main import main
-
-    def console():
-        return main(sys.argv[1:])
-
-sys.exit(console())
-"""
 
 
 def bench_env(tree: Path, home: Path) -> dict[str, str]:

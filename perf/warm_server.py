@@ -1,4 +1,5 @@
-"""`bench serve` for the perf scripts: start one and wait until it is ready, and the CPU time
+"""`bench serve` for the perf scripts: `bench` run as its console script runs it, start a server
+and wait until it is ready, and the CPU time
 of the commands it served (they are its children, not the caller's: the `bench` process that
 hands a command over only waits)."""
 
@@ -8,6 +9,39 @@ import os
 import subprocess
 import time
 from pathlib import Path
+
+_IMPORT_CONSOLE = """
+import sys
+try:
+    from bench_pipeline.cli import console
+except ImportError:  # a checkout from before it (--tree): its entry point returned the code
+    try:
+        from bench_pipeline.cli import main  # (the hand-off to `bench serve`, when it had one)
+    except ImportError:
+        from bench_pipeline.cli.main import main
+
+    def console():
+        return main(sys.argv[1:])
+"""
+
+# `bench` as its console script runs it (`python -c ENTRY args...`): handed to a running
+# `bench serve` of its home when there is one, else in its own process.
+ENTRY = _IMPORT_CONSOLE + "sys.exit(console())\n"
+# The same, printing its peak RSS at exit (VmHWM: its own process's, not a forked parent's).
+ENTRY_WITH_PEAK_RSS = (
+    _IMPORT_CONSOLE
+    + """
+import atexit
+
+def peak_rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            sys.stderr.write("\\nPEAK_RSS_KB " + line.split()[1] + "\\n")
+
+atexit.register(peak_rss)
+sys.exit(console())
+"""
+)
 
 
 def start_server(argv: list[str], home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
