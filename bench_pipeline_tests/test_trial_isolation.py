@@ -272,3 +272,30 @@ def test_a_users_git_template_hooks_never_reach_a_trial_repository(
     )
     assert not ran.exists()
     assert not (ws / ".git" / "hooks").exists()
+
+
+def test_folders_handed_to_background_removal_are_gone_once_it_closes(tmp_path: Path) -> None:
+    """Finished trials' folders go in the background (a trial's slot does not wait for the
+    kernel to release a sandbox's mounts), and nothing is left once the pool closes it: each
+    folder and the parents it left empty, never a parent another trial still uses."""
+    from bench_pipeline.workspace.repo import BackgroundRemoval
+
+    work = tmp_path / "work"
+    done = [work / "run" / "task-a" / "cfg" / f"rep{n}" for n in (1, 2)]
+    running = work / "run" / "task-b" / "cfg" / "rep1"
+    for folder in (*done, running):
+        (folder / "repo" / ".git").mkdir(parents=True)
+        (folder / "repo" / "module.py").write_text("x = 1\n")
+    grading = tmp_path / "bench-grading-1"
+    (grading / "hidden").mkdir(parents=True)
+    removal = BackgroundRemoval()
+    for folder in done:
+        removal.remove(folder, work)
+    removal.remove(grading, None)
+    removal.close()
+    assert not (work / "run" / "task-a").exists() and not grading.exists()
+    assert (running / "repo" / "module.py").read_text() == "x = 1\n"
+    removal.close()  # closing again waits for nothing
+    with BackgroundRemoval() as again:  # and a new one starts its own thread
+        again.remove(running, work)
+    assert list(work.iterdir()) == []

@@ -1,6 +1,6 @@
 """Harness overhead: the demo's trials through `bench run` against the same work as a plain loop.
 
-    python perf/overhead.py [--rounds 2] [--parallel 2]
+    python perf/overhead.py [--rounds 2] [--parallel 2] [--serve] [--isolation process]
 
 The plain floor is a bash script per trial run by `xargs -P <parallel>`: a fresh repository
 sharing the source's objects, `git apply` of the patch the agent would apply (reference patch,
@@ -9,11 +9,19 @@ recorded original, or nothing), then every check command. The pipeline is the re
 persistent SQLite instance, evidence, Parquet, scoring and derived tables included), in one
 home reused across rounds as a user's is. Both run in the same invocation, alternating, after
 one uncounted warm-up each, so machine noise hits both; the ratio is what counts.
+
+`--isolation process` runs the demo's agents and graders without the bubblewrap sandbox (the
+demo's default is `sandbox` where bubblewrap runs; the plain loop never sandboxes), to tell the
+sandbox's own cost from the harness's.
+
+`--serve` hands every `bench run` to one `bench serve` of that home, started first (a warm
+process, bench_pipeline/cli/serve.py): the same `bench` command, without its start-up.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shlex
 import statistics
@@ -104,18 +112,23 @@ def time_trial_layer(example: Path, home: Path, parallel: int, repeats: int) -> 
     return time.perf_counter() - start
 
 
-def time_pipeline(example: Path, home: Path, parallel: int, repeats: int) -> float:
-    env = {
+def bench_env(home: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "BENCH_HOME": str(home),
         "DAGSTER_HOME": str(home / "dagster_home"),
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
-    bench = Path(sys.executable).parent / "bench"
+
+
+BENCH = Path(sys.executable).parent / "bench"
+
+
+def time_pipeline(example: Path, home: Path, parallel: int, repeats: int) -> float:
     start = time.perf_counter()
     subprocess.run(
         [
-            str(bench),
+            str(BENCH),
             "run",
             str(example / "factory/launches/demo.yaml"),
             "--parallel",
@@ -125,7 +138,7 @@ def time_pipeline(example: Path, home: Path, parallel: int, repeats: int) -> flo
             "--quiet",
             "--json",
         ],
-        env=env,
+        env=bench_env(home),
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -137,6 +150,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2, help="repetitions (more = more trials)")
+    parser.add_argument(
+        "--isolation",
+        choices=["sandbox", "process"],
+        help="every demo agent's isolation (default: as the demo gives it)",
+    )
+    parser.add_argument(
+        "--serve", action="store_true", help="hand each bench run to a warm `bench serve`"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         tmpdir = Path(tmp)
@@ -146,23 +167,37 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
+        if args.isolation:
+            for agent in sorted((example / "factory" / "agents").glob("*.yaml")):
+                agent.write_text(agent.read_text() + f"\nisolation: {args.isolation}\n")
         work = tmpdir / "plain"
         work.mkdir()
         scripts = plain_scripts(example, work, args.repeats)
+        home = tmpdir / "home"
+        if args.serve:
+            from warm_server import start_server  # perf/ is sys.path[0]
+
+            home.mkdir()
+            server = start_server([str(BENCH), "--home", str(home), "serve"], home, bench_env(home))
+            atexit.register(server.terminate)  # on an error too
         # One warm-up of each, not counted: the first `bench run` in a new home also creates the
         # Dagster instance's SQLite schema (~1.5 s), which a user pays once, not per run.
         time_plain(scripts, args.parallel)
-        time_pipeline(example, tmpdir / "home", args.parallel, args.repeats)
+        time_pipeline(example, home, args.parallel, args.repeats)
         plain, pipe, layer = [], [], []
         for _ in range(args.rounds):
             plain.append(time_plain(scripts, args.parallel))
-            pipe.append(time_pipeline(example, tmpdir / "home", args.parallel, args.repeats))
+            pipe.append(time_pipeline(example, home, args.parallel, args.repeats))
             layer.append(time_trial_layer(example, tmpdir / "layer", args.parallel, args.repeats))
         p, q, r = statistics.median(plain), statistics.median(pipe), statistics.median(layer)
         print(
             f"trials executed by both: {len(scripts)} (demo launch; replays without an original are recorded, not run)"
         )
-        print(f"parallelism: {args.parallel}; rounds: {args.rounds}")
+        served = "; bench run: handed to a warm `bench serve`" if args.serve else ""
+        isolation = args.isolation or "as the demo gives it (sandbox where bubblewrap runs)"
+        print(
+            f"parallelism: {args.parallel}; rounds: {args.rounds}; isolation: {isolation}{served}"
+        )
         print(
             f"plain loop (bash + xargs): {', '.join(f'{t:.2f}s' for t in plain)}  median {p:.2f}s  ({p / len(scripts):.3f} s/trial)"
         )

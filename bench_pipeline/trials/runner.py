@@ -52,6 +52,7 @@ from bench_pipeline.scorers import tests as repo_tests
 from bench_pipeline.workspace import evidence, sandbox
 from bench_pipeline.workspace.process import CommandResult, grader_env, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
+    BackgroundRemoval,
     WorkspaceError,
     create_workspace,
     remove_workspace,
@@ -138,8 +139,18 @@ def run_trials(
     while the others go on). Outcomes come back in the order of `specs`."""
     specs = list(specs)
     width = min(max_parallel, len(specs))
-    if width <= 1:
-        return [run_trial(ctx, s) for s in specs]
+    with BackgroundRemoval() as removal:  # every trial's folders are gone when this returns
+        if width <= 1:
+            return [run_trial(ctx, s, remove=removal.remove) for s in specs]
+        return _run_pool(ctx, specs, width, removal.remove)
+
+
+def _run_pool(
+    ctx: TrialContext,
+    specs: list[TrialSpec],
+    width: int,
+    remove: Callable[[Path, Path | None], None],
+) -> list[TrialOutcome]:
     pending = list(enumerate(specs))
     running: Counter[str] = Counter()
     outcomes: dict[int, TrialOutcome] = {}
@@ -160,7 +171,7 @@ def run_trials(
         while (item := next_spec()) is not None:
             index, spec = item
             try:
-                outcomes[index] = run_trial(ctx, spec)
+                outcomes[index] = run_trial(ctx, spec, remove=remove)
             finally:
                 with slots:
                     running[spec.config.id] -= 1
@@ -172,8 +183,14 @@ def run_trials(
     return [outcomes[i] for i in range(len(specs))]
 
 
-def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
-    """Run one trial. Never raises for a trial-level problem: it becomes the trial's outcome."""
+def run_trial(
+    ctx: TrialContext,
+    spec: TrialSpec,
+    remove: Callable[[Path, Path | None], None] = remove_workspace,
+) -> TrialOutcome:
+    """Run one trial. Never raises for a trial-level problem: it becomes the trial's outcome.
+    `remove(folder, up_to)` removes its work folders after (`run_trials` does it in the
+    background)."""
     started_at = datetime.now(UTC)
     start = time.monotonic()
     task, config = spec.task, spec.config
@@ -200,9 +217,9 @@ def run_trial(ctx: TrialContext, spec: TrialSpec) -> TrialOutcome:
     finally:
         transcript.close()
         if not ctx.keep_workspaces and state.work_dir is not None:
-            remove_workspace(state.work_dir, up_to=ctx.work_root)
+            remove(state.work_dir, ctx.work_root)
         if state.private_dir is not None:
-            shutil.rmtree(state.private_dir, ignore_errors=True)
+            remove(state.private_dir, None)
     if ctx.on_test_results and outcome.tests:
         ctx.on_test_results(outcome.row, outcome.tests)
     if ctx.on_trial_done:

@@ -9,7 +9,9 @@ branch and a remote pointing back at the source.)
 
 from __future__ import annotations
 
+import queue
 import shutil
+import threading
 from pathlib import Path
 
 from bench_pipeline.formats.git import GitError, git_dir, local_repo, run_git
@@ -91,3 +93,47 @@ def remove_workspace(path: Path, up_to: Path | None = None) -> None:
         except OSError:
             return
         parent = parent.parent
+
+
+class BackgroundRemoval:
+    """Removes finished trials' folders in one background thread, so a trial's slot takes the
+    next trial the moment its result is written; `close` returns once every folder handed over
+    is gone.
+
+    Removing a folder that a sandbox had mounted waits in the kernel until the sandbox's mount
+    namespace is torn down: measured on the demo at 2 jobs, single `rmdir` calls of up to
+    0.74 s (0.3 ms of it CPU), 1.6-2.5 s of the trials' time in a 9 s run. Waiting here instead
+    costs no trial anything."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Path, Path | None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def remove(self, path: Path, up_to: Path | None = None) -> None:
+        """`remove_workspace(path, up_to)`, soon, in the background."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name="bench-removal", daemon=True
+                )
+                self._thread.start()
+        self._queue.put((path, up_to))
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            remove_workspace(*item)
+
+    def close(self) -> None:
+        """Wait until every folder handed over so far is removed."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def __enter__(self) -> BackgroundRemoval:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
