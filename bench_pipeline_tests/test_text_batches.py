@@ -168,7 +168,7 @@ def test_held_rows_are_written_together_and_a_slow_trial_alone(tmp_path: Path) -
     writer.add(_row("t9", rep=2), [], [], quick=True)
     writer.close()  # a single held row: its own file, as if never held
     assert (tmp_path / "trials" / "r1" / "bot" / "rep2" / "t9.parquet").exists()
-    assert is_quick(True, 0.2) and not is_quick(True, 5.0) and not is_quick(False, 0.2)
+    assert is_quick(0.2) and not is_quick(5.0) and not is_quick(None)
 
 
 def test_held_rows_reach_the_disk_within_the_hold_time(tmp_path: Path) -> None:

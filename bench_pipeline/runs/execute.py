@@ -85,8 +85,8 @@ def execute_trials(
     hour of the machine or the provider falls on every configuration alike, not on whichever
     partition happened to run then. The pool is as wide as the widest config's `max_parallel`
     and no config exceeds its own. Each finished trial is written at once (its own file), so
-    a crash loses nothing that finished and nothing runs twice — but for quick text cases,
-    written together within half a second (warehouse/trial_rows.py).
+    a crash loses nothing that finished and nothing runs twice — but for trials quicker than a
+    second, written together within half a second (warehouse/trial_rows.py).
 
     Yields each partition, in the caller's thread, as its last trial ends (in completion
     order; at once for a partition with nothing left to run) while the other partitions'
@@ -107,14 +107,13 @@ def execute_trials(
     finished: queue.Queue[Partition | None] = queue.Queue()
     counts = threading.Lock()
     writer = TrialRowWriter(warehouse, run.run_id)
-    is_text = {t.id: t.is_text for t in run.taskset.tasks}
     tests_of: dict[str, list[dict[str, Any]]] = {}
 
     def on_tests(row: dict[str, Any], tests: list[dict[str, Any]]) -> None:
         tests_of[row["trial_id"]] = tests  # written with the trial's row, before it
 
     def on_done(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
-        quick = is_quick(is_text.get(row["task_id"], False), row.get("duration_seconds"))
+        quick = is_quick(row.get("duration_seconds"))
         writer.add(row, checks, tests_of.pop(row["trial_id"], []), quick=quick)
         if progress:
             progress(row)

@@ -88,7 +88,7 @@ def partition_dir(config_id: str, rep: int) -> str:
 
 def trial_part(config_id: str, rep: int, task_id: str) -> str:
     """The file stem of one trial's rows: a finished trial is written at once, alone (but for
-    quick text cases, held briefly and written together: `trial_batch`)."""
+    trials quicker than a second, held briefly and written together: `trial_batch`)."""
     return f"{partition_dir(config_id, rep)}/{task_id}"
 
 
@@ -98,7 +98,7 @@ BATCHES = "_batches"
 
 
 def trial_batch(config_id: str, rep: int, name: str) -> str:
-    """The file stem of the rows of several quick text cases of one partition written together
+    """The file stem of the rows of several quick trials of one partition written together
     (warehouse/trial_rows.py); readers take every file under the partition's folder."""
     return f"{partition_dir(config_id, rep)}/{BATCHES}/{name}"
 

@@ -1,14 +1,16 @@
 """Each finished trial's rows into the warehouse: at once and alone, or held briefly and written
-with the partition's other quick text cases in one file.
+with the partition's other quick trials in one file.
 
 A trial normally gets its own files (`layout.trial_part`), written the moment it ends, so a
-crash loses nothing that finished. A text case that took well under a second is cheaper than
-its own files: one Parquet write costs ~2-3 ms, and every later step reads one file per trial
-(the partition's done trials, its rows to score and to show), so on 200 cases the files, not
-the cases, were most of the time. Such rows are held and written together
+crash loses nothing that finished. A trial that took well under a second (a text case, a
+scripted agent on a small repository) is cheaper than its own files: one Parquet write costs
+~2-3 ms, and every later step reads one file per trial (the partition's done trials, its rows
+to score and to show), so on 200 text cases the files, not the cases, were most of the time,
+and on the demo's repository trials (~0.1 s each) writing and reading them took ~0.5 s of a
+6 s run. Such rows are held and written together
 (`layout.trial_batch`) when the partition's last trial ends, when a trial of the partition is
 written alone, when `HOLD_SECONDS` have passed since the oldest one ended (a timer), when
-`MAX_HELD` are held, and when the pool stops — so a kill -9 loses at most the quick cases that
+`MAX_HELD` are held, and when the pool stops — so a kill -9 loses at most the quick trials that
 ended in the last `HOLD_SECONDS`, which `--resume` runs again: nothing is lost for good and
 nothing is written twice (their rows were never written).
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A text case quicker than this is held for a batch; a slower one costs more than its files.
+# A trial quicker than this is held for a batch; a slower one costs more than its files.
 QUICK_SECONDS = 1.0
 # At most this long between a held case's end and its rows on disk (what a kill -9 can lose).
 HOLD_SECONDS = 0.5
@@ -147,10 +149,11 @@ class TrialRowWriter:
         self.warehouse.write("trials", [r for r, _, _ in held], self.run_id, part)
 
 
-def is_quick(is_text: bool, duration_seconds: float | None) -> bool:
-    """Whether a trial's rows may wait for a batch: a text case that ended within
-    `QUICK_SECONDS` (a repository trial or a slow case is worth its own files at once)."""
-    return is_text and duration_seconds is not None and duration_seconds < QUICK_SECONDS
+def is_quick(duration_seconds: float | None) -> bool:
+    """Whether a trial's rows may wait for a batch: it ended within `QUICK_SECONDS` (rerunning
+    what a kill -9 lost costs less than a second per trial; a slower trial, or one of unknown
+    length, is worth its own files at once)."""
+    return duration_seconds is not None and duration_seconds < QUICK_SECONDS
 
 
 def forget_trials(
