@@ -274,6 +274,46 @@ def test_a_users_git_template_hooks_never_reach_a_trial_repository(
     assert not (ws / ".git" / "hooks").exists()
 
 
+def test_every_trial_repository_starts_as_git_init_makes_it(example: Path, tmp_path: Path) -> None:
+    """git runs `init` once per filesystem; later trials' repositories are written from what it
+    made: the same folders, bytes and modes, and git works in them (status, fsck, commit)."""
+    from bench_pipeline.formats.loader import load_launch
+    from bench_pipeline.workspace.repo import INIT_ARGS, create_workspace
+
+    def tree(root: Path) -> dict[str, tuple[bytes, int] | None]:
+        return {
+            str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode) if p.is_file() else None
+            for p in root.rglob("*")
+        }
+
+    task = load_launch(example / "factory/launches/demo.yaml").tasks[0]
+    subprocess.run(["git", *INIT_ARGS, str(tmp_path / "plain")], check=True)
+    made_by_git = tree(tmp_path / "plain" / ".git")
+    assert "HEAD" in made_by_git and "objects/info" in made_by_git
+    for n in range(3):  # the first trial on this filesystem runs git; the others do not
+        ws = create_workspace(task.repo, task.base_sha, tmp_path / "work" / f"rep{n}" / "repo")
+        now = tree(ws / ".git")
+        # (the checkout adds its index, logs and ORIG_HEAD; git init's files stay as it wrote them)
+        assert {k: now.get(k) for k in made_by_git} == {
+            k: v for k, v in made_by_git.items() if k != "objects/info/alternates"
+        }
+        git = ["git", "-c", "user.name=a", "-c", "user.email=a@example.com"]
+        assert (
+            subprocess.run(
+                [*git, "status", "--porcelain"], cwd=ws, capture_output=True, text=True, check=True
+            ).stdout
+            == ""
+        )
+        subprocess.run([*git, "fsck", "--no-dangling", "--no-progress"], cwd=ws, check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], cwd=ws, check=True)
+        head = subprocess.run(
+            [*git, "rev-parse", "--abbrev-ref", "HEAD"], cwd=ws, capture_output=True, text=True
+        )
+        assert head.stdout.strip() == "bench"
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["rep0", "rep1", "rep2"]
+    assert not list((tmp_path / "work").rglob(".git-init-*"))  # git's own run left nothing
+
+
 def test_folders_handed_to_background_removal_are_gone_once_it_closes(tmp_path: Path) -> None:
     """Finished trials' folders go in the background (a trial's slot does not wait for the
     kernel to release a sandbox's mounts), and nothing is left once the pool closes it: each
