@@ -62,6 +62,16 @@ def test_compare_and_startup_time_a_run_handed_to_bench_serve() -> None:
     assert re.search(r"bench run \(served\) - floor: +-?[\d.]+ s", out), out
 
 
+def test_overhead_times_the_demo_against_the_plain_loop_served() -> None:
+    out = _run("overhead.py", "--rounds", "1", "--repeats", "1", "--serve")
+    assert "bench run: handed to a warm `bench serve`" in out, out
+    for name in ("plain loop (bash + xargs)", "bench run (Dagster)", "trial layer (no Dagster)"):
+        assert re.search(rf"{re.escape(name)}: +[\d.]+s +median [\d.]+s", out), out
+    for name in ("bench run", "trial layer"):
+        ratio = rf"overhead ratio, {name}: +[\d.]+x +\(same-round median [\d.]+x: [\d.]+\)"
+        assert re.search(ratio, out), out
+
+
 def test_text_cases_fits_the_per_case_overhead_in_process_and_served() -> None:
     out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "4", "--serve")
     trees = re.split(r"^tree: ", out, flags=re.M)[1:]

@@ -207,8 +207,18 @@ def main() -> None:
         print(
             f"trial layer (no Dagster):  {', '.join(f'{t:.2f}s' for t in layer)}  median {r:.2f}s  ({r / len(scripts):.3f} s/trial)"
         )
-        print(f"overhead ratio, bench run:   {q / p:.2f}x")
-        print(f"overhead ratio, trial layer: {r / p:.2f}x")
+        # Same-round ratios too: the machine's speed drifts between rounds, and a round's
+        # measurements ran back to back.
+        pipe_ratios = [b / a for a, b in zip(plain, pipe, strict=True)]
+        layer_ratios = [b / a for a, b in zip(plain, layer, strict=True)]
+        print(
+            f"overhead ratio, bench run:   {q / p:.2f}x  (same-round median "
+            f"{statistics.median(pipe_ratios):.2f}x: {', '.join(f'{x:.2f}' for x in pipe_ratios)})"
+        )
+        print(
+            f"overhead ratio, trial layer: {r / p:.2f}x  (same-round median "
+            f"{statistics.median(layer_ratios):.2f}x: {', '.join(f'{x:.2f}' for x in layer_ratios)})"
+        )
         print(
             f"fixed cost of bench run over its trial layer: {q - r:.2f}s (Python and Dagster start-up, one Dagster run per partition, results)"
         )
