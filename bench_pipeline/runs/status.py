@@ -71,12 +71,23 @@ def inferred_status(warehouse: Warehouse, run_id: str) -> str:
 
     run = load_run(run_id, warehouse)
     expected = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
-    done = len(warehouse.files("trials", run_id))
+    done = trials_written(warehouse, run_id)
     if done == 0:
         return FROZEN
     if done < expected:
         return f"{PARTIAL} ({done}/{expected} trials)"
     return FINISHED if warehouse.exists(layout.derived_meta(run_id)) else "trials done"
+
+
+def trials_written(warehouse: Warehouse, run_id: str) -> int:
+    """How many of the run's trials have a row (a file holds one trial's rows, or a batch of
+    quick trials': its files do not count its trials)."""
+    import pyarrow.compute as pc
+
+    from bench_pipeline.warehouse.columns import read_arrow
+
+    ids = read_arrow(warehouse, "trials", run_id, ["trial_id"]).column("trial_id")
+    return int(pc.count_distinct(ids).as_py()) if len(ids) else 0
 
 
 def mark_finished_if_complete(warehouse: Warehouse, run_id: str, by: str) -> None:
