@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from bench_pipeline.formats.git import GitError, git_dir, local_repo, run_git
 
@@ -153,31 +154,35 @@ class BackgroundRemoval:
     costs no trial anything."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Path, Path | None] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # The worker and its own queue, made together: a folder handed over while `close` runs
+        # goes to a new worker, never to one that already took its stop.
+        self._worker: tuple[threading.Thread, queue.SimpleQueue[Any]] | None = None
 
     def remove(self, path: Path, up_to: Path | None = None) -> None:
         """`remove_workspace(path, up_to)`, soon, in the background."""
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._work, name="bench-removal", daemon=True
+            if self._worker is None:
+                work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+                thread = threading.Thread(
+                    target=self._work, args=(work,), name="bench-removal", daemon=True
                 )
-                self._thread.start()
-        self._queue.put((path, up_to))
+                thread.start()
+                self._worker = (thread, work)
+            self._worker[1].put((path, up_to))
 
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
+    @staticmethod
+    def _work(work: queue.SimpleQueue[Any]) -> None:
+        while (item := work.get()) is not None:
             remove_workspace(*item)
 
     def close(self) -> None:
         """Wait until every folder handed over so far is removed."""
         with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker[1].put(None)
+            worker[0].join()
 
     def __enter__(self) -> BackgroundRemoval:
         return self
