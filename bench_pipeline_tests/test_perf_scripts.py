@@ -63,8 +63,11 @@ def test_compare_and_startup_time_a_run_handed_to_bench_serve() -> None:
 
 
 def test_overhead_times_the_demo_against_the_plain_loop_served() -> None:
-    out = _run("overhead.py", "--rounds", "1", "--repeats", "1", "--serve")
+    # (--against this same checkout: the other tree's path, its own home and server)
+    out = _run("overhead.py", "--rounds", "1", "--repeats", "1", "--serve", "--against", str(ROOT))
     assert "bench run: handed to a warm `bench serve`" in out, out
+    assert re.search(rf"bench run \({re.escape(str(ROOT))}\): +[\d.]+s +median [\d.]+s", out), out
+    assert re.search(r"bench run, this tree / .*: same-round median [\d.]+x \([\d.]+\)", out), out
     for name in ("plain loop (bash + xargs)", "bench run (Dagster)", "trial layer (no Dagster)"):
         assert re.search(rf"{re.escape(name)}: +[\d.]+s +median [\d.]+s", out), out
     for name in ("bench run", "trial layer"):

@@ -1,6 +1,7 @@
 """Harness overhead: the demo's trials through `bench run` against the same work as a plain loop.
 
     python perf/overhead.py [--rounds 2] [--parallel 2] [--serve] [--isolation process]
+        [--against OTHER_CHECKOUT]
 
 The plain floor is a bash script per trial run by `xargs -P <parallel>`: a fresh repository
 sharing the source's objects, `git apply` of the patch the agent would apply (reference patch,
@@ -13,6 +14,10 @@ one uncounted warm-up each, so machine noise hits both; the ratio is what counts
 `--isolation process` runs the demo's agents and graders without the bubblewrap sandbox (the
 demo's default is `sandbox` where bubblewrap runs; the plain loop never sandboxes), to tell the
 sandbox's own cost from the harness's.
+
+`--against DIR` also times another checkout's `bench run` (e.g. `git archive <commit> | tar -x
+-C DIR`) in the same rounds, in its own home (and its own `bench serve` with `--serve`), the two
+in alternating order, and prints this tree's same-round ratio to it.
 
 `--serve` hands every `bench run` to one `bench serve` of that home, started first (a warm
 process, bench_pipeline/cli/serve.py): the same `bench` command, without its start-up.
@@ -112,23 +117,39 @@ def time_trial_layer(example: Path, home: Path, parallel: int, repeats: int) -> 
     return time.perf_counter() - start
 
 
-def bench_env(home: Path) -> dict[str, str]:
-    return {
+def bench_env(home: Path, tree: Path | None = None) -> dict[str, str]:
+    env = {
         **os.environ,
         "BENCH_HOME": str(home),
         "DAGSTER_HOME": str(home / "dagster_home"),
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
+    if tree is not None:  # that checkout's package first on the path, before the venv's own
+        env["PYTHONPATH"] = str(tree)
+    return env
 
 
 BENCH = Path(sys.executable).parent / "bench"
 
 
-def time_pipeline(example: Path, home: Path, parallel: int, repeats: int) -> float:
+def bench_argv(tree: Path | None) -> list[str]:
+    """`bench` as its console script runs it, from this checkout or from `tree`."""
+    if tree is None:
+        return [str(BENCH)]
+    from warm_server import ENTRY  # perf/ is sys.path[0]
+
+    return [sys.executable, "-c", ENTRY]
+
+
+def time_pipeline(
+    example: Path, home: Path, parallel: int, repeats: int, tree: Path | None = None
+) -> float:
     start = time.perf_counter()
     subprocess.run(
         [
-            str(BENCH),
+            *bench_argv(tree),
+            "--home",
+            str(home),
             "run",
             str(example / "factory/launches/demo.yaml"),
             "--parallel",
@@ -138,7 +159,7 @@ def time_pipeline(example: Path, home: Path, parallel: int, repeats: int) -> flo
             "--quiet",
             "--json",
         ],
-        env=bench_env(home),
+        env=bench_env(home, tree),
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -158,7 +179,11 @@ def main() -> None:
     parser.add_argument(
         "--serve", action="store_true", help="hand each bench run to a warm `bench serve`"
     )
+    parser.add_argument(
+        "--against", type=Path, help="another checkout whose bench run is timed in the same rounds"
+    )
     args = parser.parse_args()
+    against = args.against.resolve() if args.against else None
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         tmpdir = Path(tmp)
         example = tmpdir / "example"
@@ -173,21 +198,33 @@ def main() -> None:
         work = tmpdir / "plain"
         work.mkdir()
         scripts = plain_scripts(example, work, args.repeats)
-        home = tmpdir / "home"
-        if args.serve:
-            from warm_server import start_server  # perf/ is sys.path[0]
+        home, other_home = tmpdir / "home", tmpdir / "home-against"
+        for folder, tree in ((home, None), (other_home, against)):
+            folder.mkdir()
+            if args.serve and (tree is not None or folder == home):
+                from warm_server import start_server  # perf/ is sys.path[0]
 
-            home.mkdir()
-            server = start_server([str(BENCH), "--home", str(home), "serve"], home, bench_env(home))
-            atexit.register(server.terminate)  # on an error too
+                argv = [*bench_argv(tree), "--home", str(folder), "serve"]
+                server = start_server(argv, folder, bench_env(folder, tree))
+                atexit.register(server.terminate)  # on an error too
         # One warm-up of each, not counted: the first `bench run` in a new home also creates the
         # Dagster instance's SQLite schema (~1.5 s), which a user pays once, not per run.
         time_plain(scripts, args.parallel)
         time_pipeline(example, home, args.parallel, args.repeats)
-        plain, pipe, layer = [], [], []
-        for _ in range(args.rounds):
+        if against is not None:
+            time_pipeline(example, other_home, args.parallel, args.repeats, against)
+        plain, pipe, layer, other = [], [], [], []
+        for n in range(args.rounds):
             plain.append(time_plain(scripts, args.parallel))
+            if against is not None and n % 2:  # alternating which of the two goes first
+                other.append(
+                    time_pipeline(example, other_home, args.parallel, args.repeats, against)
+                )
             pipe.append(time_pipeline(example, home, args.parallel, args.repeats))
+            if against is not None and not n % 2:
+                other.append(
+                    time_pipeline(example, other_home, args.parallel, args.repeats, against)
+                )
             layer.append(time_trial_layer(example, tmpdir / "layer", args.parallel, args.repeats))
         p, q, r = statistics.median(plain), statistics.median(pipe), statistics.median(layer)
         print(
@@ -222,6 +259,16 @@ def main() -> None:
         print(
             f"fixed cost of bench run over its trial layer: {q - r:.2f}s (Python and Dagster start-up, one Dagster run per partition, results)"
         )
+        if against is not None:
+            o = statistics.median(other)
+            ratios = [b / a for a, b in zip(other, pipe, strict=True)]
+            print(
+                f"bench run ({against}): {', '.join(f'{t:.2f}s' for t in other)}  median {o:.2f}s"
+            )
+            print(
+                f"bench run, this tree / {against}: same-round median "
+                f"{statistics.median(ratios):.3f}x ({', '.join(f'{x:.3f}' for x in ratios)})"
+            )
 
 
 if __name__ == "__main__":
