@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import os
 import shlex
 import statistics
 import subprocess
@@ -35,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import warm_server  # perf/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -118,15 +119,7 @@ def time_trial_layer(example: Path, home: Path, parallel: int, repeats: int) -> 
 
 
 def bench_env(home: Path, tree: Path | None = None) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "BENCH_HOME": str(home),
-        "DAGSTER_HOME": str(home / "dagster_home"),
-        "DAGSTER_DISABLE_TELEMETRY": "1",
-    }
-    if tree is not None:  # that checkout's package first on the path, before the venv's own
-        env["PYTHONPATH"] = str(tree)
-    return env
+    return warm_server.bench_env(home, tree or ROOT)
 
 
 BENCH = Path(sys.executable).parent / "bench"
@@ -136,9 +129,7 @@ def bench_argv(tree: Path | None) -> list[str]:
     """`bench` as its console script runs it, from this checkout or from `tree`."""
     if tree is None:
         return [str(BENCH)]
-    from warm_server import ENTRY  # perf/ is sys.path[0]
-
-    return [sys.executable, "-c", ENTRY]
+    return [sys.executable, "-c", warm_server.ENTRY]
 
 
 def time_pipeline(
@@ -202,10 +193,8 @@ def main() -> None:
         for folder, tree in ((home, None), (other_home, against)):
             folder.mkdir()
             if args.serve and (tree is not None or folder == home):
-                from warm_server import start_server  # perf/ is sys.path[0]
-
                 argv = [*bench_argv(tree), "--home", str(folder), "serve"]
-                server = start_server(argv, folder, bench_env(folder, tree))
+                server = warm_server.start_server(argv, folder, bench_env(folder, tree))
                 atexit.register(server.terminate)  # on an error too
         # One warm-up of each, not counted: the first `bench run` in a new home also creates the
         # Dagster instance's SQLite schema (~1.5 s), which a user pays once, not per run.

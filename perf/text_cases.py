@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
-import os
 import resource
 import shlex
 import statistics
@@ -40,7 +39,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from warm_server import ENTRY, reaped_cpu, served_cpu, start_server  # perf/ is sys.path[0]
+from warm_server import (  # perf/ is sys.path[0]
+    ENTRY,
+    bench_env,
+    reaped_cpu,
+    served_cpu,
+    start_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BAR = 0.005  # promptfoo's harness overhead per case, seconds
@@ -146,16 +151,6 @@ def write_factory(root: Path, url: str, cases: int) -> Path:
     return launch
 
 
-def bench_env(tree: Path, home: Path) -> dict[str, str]:
-    return {
-        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-        "PYTHONPATH": str(tree),
-        "BENCH_HOME": str(home),
-        "DAGSTER_HOME": str(home / "dagster_home"),
-        "DAGSTER_DISABLE_TELEMETRY": "1",
-    }
-
-
 Variant = tuple[Path, bool]  # (checkout, handed to its `bench serve`)
 
 
@@ -169,7 +164,7 @@ def run_bench(
     """The wall time of one `bench run` and the CPU time (user + system) it and its children
     used: on a shared, loaded machine the CPU time varies far less than the wall time. With
     `server` (a `bench serve` on `home`), the command is handed to it."""
-    env = bench_env(tree, home)
+    env = bench_env(home, tree)
     argv = [
         sys.executable,
         "-c",
@@ -240,7 +235,7 @@ def main() -> None:
             if v[1]:
                 homes[v].mkdir(parents=True)
                 argv = [sys.executable, "-c", ENTRY, "serve"]
-                servers[v] = start_server(argv, homes[v], bench_env(v[0], homes[v]))
+                servers[v] = start_server(argv, homes[v], bench_env(homes[v], v[0]))
                 atexit.register(servers[v].terminate)  # on an error too; stops on SIGTERM
         for v in variants:  # warm-up, uncounted (creates the instance, caches the bytecode)
             run_bench(v[0], launches[sizes[0]], homes[v], servers.get(v))

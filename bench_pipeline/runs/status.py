@@ -53,8 +53,7 @@ def progress_note(warehouse: Warehouse, run_id: str, trial_count: int) -> str | 
     status = status_of(warehouse, run_id) or {}
     if status.get("status") != RUNNING:
         return None
-    trials = warehouse.read("trials", run_id)
-    finished = trials["trial_id"].nunique() if not trials.empty else 0
+    finished = trials_written(warehouse, run_id)
     return f"running: {finished} of {trial_count} trials finished (the numbers are partial)"
 
 
