@@ -154,6 +154,11 @@ def test_derived_tables_equal_the_previous_implementation(
     for name in DERIVED_TABLES:
         assert_same_table(name, derived.tables[name], old[name])
     assert derived.recommendations == old_recs
+    # Every trial id is its triple, so the trials are keyed by integers; the score rows are
+    # placed by them unless one names no trial (an orphan) or no scorer, which take the ids as
+    # strings and then the general route.
+    assert KEYED in derived.timings
+    assert (BY_ID_STRINGS not in derived.timings) == (not orphan and stray != "null_scorer")
     # the data exercises what it should: rescored cells, resumed trials, every table non-empty
     assert len(derived.tables["regressions"]) == 2 * 3
     assert len(derived.tables["scenario_turns"]) > 0
@@ -165,6 +170,81 @@ def test_derived_tables_equal_the_previous_implementation(
     assert stored["overall"].tolist() == pytest.approx(
         derived.tables["config_table"]["overall"].tolist(), abs=1e-12
     )
+
+
+KEYED = "read trials, key them by task, config and repetition"
+BY_ID_STRINGS = "read trials + the scores' trial ids"
+
+
+@pytest.mark.parametrize("layout", ["run", "partition"])
+def test_trials_whose_ids_are_not_their_triples_are_looked_up_by_id(
+    tmp_path: Path, layout: str
+) -> None:
+    """A warehouse whose trial ids are not `<task>/<config>/<rep>` (hand-written, or from a
+    tool of its own) is not keyed by the triple: the ids are looked up as strings, and the
+    tables still equal the previous implementation's."""
+    run_id = "perf-20250102T000000-0001"
+    trials, scores = PERF.generate(5, 3, 6, seed=5, run_id=run_id)
+    renamed = {"trial_id": lambda f: "t-" + f["trial_id"].astype(str)}
+    PERF.write_warehouse(tmp_path, trials.assign(**renamed), scores.assign(**renamed), layout)
+    wh = Warehouse(tmp_path)
+
+    derived = compute_derived(wh, run_id)
+    assert KEYED not in derived.timings and BY_ID_STRINGS in derived.timings
+    old, old_recs = reference.derived_tables(
+        wh, run_id, None, {"overall": 0.05, "cost": 0.25}, suite="perf"
+    )
+    for name in DERIVED_TABLES:
+        assert_same_table(name, derived.tables[name], old[name])
+    assert derived.recommendations == old_recs
+    assert derived.tables["config_table"]["trials"].sum() == 5 * 3 * 6
+
+
+def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:
+    """TrialKeys against key_rows on the same trials and score rows, repeated (resumed) trials
+    included; a score row whose triple names no trial, and trials with a missing triple part
+    or an id that is not their triple, are refused (None), never placed elsewhere."""
+    import pyarrow as pa
+
+    from bench_pipeline.warehouse.columns import TrialKeys, key_rows
+
+    ids = ["a/x/1", "b/x/1", "a/y/2", "a/x/1", "b/y/1"]  # a/x/1 twice: a resumed trial
+    trials = pd.DataFrame(
+        {
+            "task_id": pd.Categorical([i.split("/")[0] for i in ids]),
+            "config_id": pd.Categorical([i.split("/")[1] for i in ids]),
+            "repetition": np.array([int(i.split("/")[2]) for i in ids], dtype=np.int32),
+        }
+    )
+    t_ids = pa.chunked_array([pa.array(ids[:2]), pa.array(ids[2:])])
+    keys = TrialKeys.of(trials, t_ids)
+    assert keys is not None
+    score_ids = ["b/y/1", "a/x/1", "a/y/2", "b/x/1", "a/x/1"]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "task_id": pa.array([i.split("/")[0] for i in score_ids]).dictionary_encode(),
+            "config_id": pa.array([i.split("/")[1] for i in score_ids]).dictionary_encode(),
+            "repetition": pa.array([int(i.split("/")[2]) for i in score_ids], pa.int32()),
+        }
+    )
+    first, rows = key_rows(pa.chunked_array([pa.array(score_ids).dictionary_encode()]), t_ids)
+    assert keys.first.tolist() == first.tolist() == [0, 1, 2, 0, 4]
+    assert keys.rows(batch).tolist() == rows.tolist() == [4, 0, 2, 1, 0]
+
+    ghost = pa.RecordBatch.from_pydict(
+        {
+            "task_id": pa.array(["a", "c"]).dictionary_encode(),  # task c has no trial
+            "config_id": pa.array(["x", "x"]).dictionary_encode(),
+            "repetition": pa.array([1, 1], pa.int32()),
+        }
+    )
+    assert keys.rows(ghost) is None
+    no_such_rep = ghost.set_column(0, "task_id", pa.array(["a", "a"]).dictionary_encode())
+    assert keys.rows(no_such_rep.set_column(2, "repetition", pa.array([1, 9], pa.int32()))) is None
+    assert keys.rows(no_such_rep.set_column(2, "repetition", pa.array([1, 2], pa.int32()))) is None
+    assert TrialKeys.of(trials, pa.chunked_array([pa.array([*ids[:4], "b/y/2"])])) is None
+    missing = trials.assign(task_id=pd.Categorical(["a", None, "a", "a", "b"]))
+    assert TrialKeys.of(missing, t_ids) is None
 
 
 def test_mcnemar_without_scipy_matches_scipy() -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from bench_pipeline.results import verdicts
     from bench_pipeline.results.config_table import ConfigCells
+    from bench_pipeline.warehouse.columns import TrialKeys
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -163,17 +164,21 @@ def derived_per_trial(
     latest scores; None when the run has no trials), reading only the columns the derived
     tables use.
 
-    The score rows' trial ids are read first, dictionary-encoded (an int32 per row), and only
-    the dictionaries are looked up among the trials' ids. Then the other columns are read
-    batch by batch and the latest row per (trial, scorer) is kept as they come
-    (`R.LatestCells`): from a few big files the run's score rows are never all in memory (many
-    small files are read once, as one table, and reduced in slices). A score row that names no trial of the run, or no scorer, or another run, takes the
-    general route: every needed column read at once, then `R.latest_trial_overall`."""
+    The usual route keys the trials by (task, config, repetition) (`TrialKeys`: integers, the
+    id strings never hashed) and reads the score rows once, batch by batch,
+    keeping the latest row per (trial, scorer) as they come (`R.LatestCells`): from a few big
+    files the run's score rows are never all in memory (many small files are read once, as
+    one table, and reduced in slices). Where an id is not its triple, the score rows' trial
+    ids are read first, dictionary-encoded, and only the dictionaries are looked up among the
+    trials' ids (`key_rows`), then the rest as before. A score row that names no trial of the
+    run, or no scorer, or another run, takes the general route: every needed column read at
+    once, then `R.latest_trial_overall`."""
     import numpy as np
 
     from bench_pipeline.results.scores import LatestCells
     from bench_pipeline.warehouse.columns import (
         FEW_FILES,
+        TrialKeys,
         dictionary_values,
         iter_batches,
         key_rows,
@@ -204,6 +209,19 @@ def derived_per_trial(
     t_ids = t_arrow.column("trial_id")
     trials = to_frame(t_arrow)
     del t_arrow
+    keys = TrialKeys.of(trials, t_ids)
+    if keys is not None:
+        del t_ids  # (the keys hold the ids, and free them once the score rows are placed)
+        release_memory()  # the keys' temporaries (the ids written out), before the scores
+        timings["read trials, key them by task, config and repetition"] = (
+            time.perf_counter() - start
+        )
+        per_trial = _per_trial_by_keys(warehouse, run_id, runs[0], trials, keys, files, timings)
+        if per_trial is not None:
+            return per_trial
+        start = time.perf_counter()  # (an id that is not its triple: the ids as strings)
+        t_ids = keys.ids
+    del keys
     columns = [c for c in SCORE_READ if c != "trial_id"]
     if len(files) > FEW_FILES:
         # Many small files (a run as written: one per partition and rescore): opening each
@@ -266,6 +284,79 @@ def derived_per_trial(
         return per_trial
     del cells
     return _general_per_trial(warehouse, run_id, trials, files, timings)
+
+
+# What a score row's trial is looked up by (TrialKeys), besides its trial_id.
+TRIAL_KEY = ("task_id", "config_id", "repetition")
+
+
+def _per_trial_by_keys(
+    warehouse: Warehouse,
+    run_id: str,
+    run: str,
+    trials: pd.DataFrame,
+    keys: TrialKeys,
+    files: list[Path],
+    timings: dict[str, float],
+) -> pd.DataFrame | None:
+    """derived_per_trial's route when the trials are keyed by their triples: the score rows
+    are read once, batch by batch, each batch's trial rows found by integers and its latest
+    cells kept at once (no pass over the score rows' ids first, no string hashed). None when
+    a row names no trial of the run, or takes the general route."""
+    import numpy as np
+
+    from bench_pipeline.results.scores import LatestCells
+    from bench_pipeline.warehouse.columns import (
+        FEW_FILES,
+        iter_batches,
+        read_arrow,
+        read_columns,
+        release_memory,
+        row_count,
+    )
+
+    start = time.perf_counter()
+    remap = None
+    keep = R.latest_trial_positions(trials, keys.first)
+    if keep is not None:  # resumed trials: a score row goes to its id's latest attempt
+        trials = trials.iloc[keep]
+        remap = np.full(len(keys.first), -1, dtype=np.int32)
+        remap[keys.first[keep]] = np.arange(len(keep), dtype=np.int32)
+    release_memory()  # (the attempts' sort: its temporaries before the score rows come)
+    columns = [c for c in SCORE_READ if c != "trial_id"]
+    read = [*columns, *TRIAL_KEY]
+    dictionary = (*SCORE_CATEGORICAL, "task_id", "config_id")
+    batches: Iterator[pa.RecordBatch]
+    if len(files) > FEW_FILES:  # many small files: one read, reduced in slices (as below)
+        table = read_arrow(warehouse, "scores", run_id, read, dictionary=dictionary, files=files)
+        total = len(table)
+        batches = _slices(table)
+        del table
+    else:
+        total = row_count(files)
+        batches = iter_batches(
+            warehouse, "scores", run_id, read, dictionary=dictionary, files=files
+        )
+    cells = LatestCells(len(trials), run, total)
+    for batch in batches:
+        rows = keys.rows(batch)
+        if rows is None:
+            return None
+        if remap is not None:
+            rows = remap[rows]
+        if not cells.add(batch.select(columns), rows):
+            return None
+    del batches, remap
+    keys.release()
+    release_memory()
+    timings["read scores, latest per (trial, scorer)"] = time.perf_counter() - start
+    start = time.perf_counter()
+    empty = read_columns(warehouse, "scores", run_id, SCORE_READ, files=[])
+    per_trial = R.trial_overall(trials, empty, _latest=True, _cells=cells)
+    del cells
+    release_memory()
+    timings["per-trial results"] = time.perf_counter() - start
+    return per_trial
 
 
 def _slices(table: pa.Table, size: int = 65536) -> Iterator[pa.RecordBatch]:

@@ -171,6 +171,113 @@ def key_rows(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> tuple[np.ndarray
     return first, out
 
 
+class TrialKeys:
+    """The trials of one run looked up by (task_id, config_id, repetition), integers all the
+    way, instead of by hashing their id strings (`key_rows`: ~1 s at a million trials here). A
+    trial's id is `<task>/<config>/<rep>` (warehouse/schemas.py), and `of` checks that every
+    trial's id is its triple written out, so the triple names the same row as the id. A score
+    row carries its trial's id and triple, both copied from the trial row when it was scored:
+    it is placed by the triple, and its id is not read at all (decoding five million ids cost
+    more than the lookup saved). Where a trial's id is not its triple, or a score row names
+    no trial, `of` or `rows` gives None and the caller looks the ids up as strings.
+
+    `first[i]`: the position of the first trial with trial i's id (as `key_rows` gives it)."""
+
+    # The lookup table has a slot per (task, config, repetition) of the run's ranges: a run is
+    # that grid, but a sparse one (a huge repetition number) is looked up by strings instead.
+    MAX_SLOTS_PER_TRIAL = 8
+
+    def __init__(
+        self,
+        tasks: pa.Array,
+        configs: pa.Array,
+        rep_min: int,
+        rep_span: int,
+        lookup: np.ndarray,
+        first: np.ndarray,
+        ids: pa.ChunkedArray,
+    ) -> None:
+        self.tasks, self.configs = tasks, configs
+        self.rep_min, self.rep_span = rep_min, rep_span
+        self.lookup, self.first, self.ids = lookup, first, ids
+
+    @classmethod
+    def of(cls, trials: pd.DataFrame, ids: pa.ChunkedArray) -> TrialKeys | None:
+        """Keys of `trials` (a frame with categorical task_id and config_id and an integer
+        repetition, as `to_frame` makes it) whose ids are `ids` (same rows); None when a
+        triple is missing, an id is not its triple, or the grid would be too sparse."""
+        n = len(trials)
+        if n == 0 or len(ids) != n or ids.null_count:
+            return None
+        task, config = trials["task_id"], trials["config_id"]
+        if not isinstance(task.dtype, pd.CategoricalDtype) or not isinstance(
+            config.dtype, pd.CategoricalDtype
+        ):
+            return None
+        rep = trials["repetition"]
+        if rep.isna().any():
+            return None
+        t_codes = task.cat.codes.to_numpy()
+        c_codes = config.cat.codes.to_numpy()
+        if (t_codes < 0).any() or (c_codes < 0).any():
+            return None
+        reps = rep.to_numpy()
+        rep_min = int(reps.min())
+        rep_span = int(reps.max()) - rep_min + 1
+        tasks = pa.array(task.cat.categories.astype(str), pa.string())
+        configs = pa.array(config.cat.categories.astype(str), pa.string())
+        slots = len(tasks) * len(configs) * rep_span
+        if slots > cls.MAX_SLOTS_PER_TRIAL * n + 1024:
+            return None
+        # (int32 keys while the grid fits: at a million trials each int64 array is 8 MiB more)
+        width = np.int32 if slots < 2**31 else np.int64
+        t_codes, c_codes = t_codes.astype(width), c_codes.astype(width)
+        reps = reps.astype(width)
+        written = pc.binary_join_element_wise(
+            tasks.take(pa.array(t_codes)),
+            configs.take(pa.array(c_codes)),
+            pc.cast(pa.array(reps), pa.string()),
+            "/",
+        )
+        if not pc.all(pc.equal(written, ids.cast(pa.string()))).as_py():
+            return None
+        key = (t_codes * len(configs) + c_codes) * rep_span + (reps - rep_min)
+        lookup = np.full(slots, -1, dtype=np.int32)
+        lookup[key] = np.arange(n, dtype=np.int32)
+        first = lookup[key]
+        if not np.array_equal(first, np.arange(n, dtype=np.int32)):
+            # a repeated trial (resumed): its first row, as key_rows gives it
+            _, at, inverse = np.unique(key, return_index=True, return_inverse=True)
+            first = at[inverse].astype(np.int32)
+            lookup[key] = first
+        return cls(tasks, configs, rep_min, rep_span, lookup, first, ids)
+
+    def release(self) -> None:
+        """Free the lookup once every score row is placed (a million trials: ~35 MiB)."""
+        self.lookup = self.first = np.zeros(0, dtype=np.int32)
+        self.ids = pa.chunked_array([], pa.string())
+
+    def rows(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        """The trial row (its id's first) of each of `batch`'s rows, from its task_id,
+        config_id (dictionary-encoded) and repetition; None when a row names no trial."""
+        n_b = batch.num_rows
+        if n_b == 0:
+            return np.zeros(0, dtype=np.int32)
+        cols = [batch.column(c) for c in ("task_id", "config_id", "repetition")]
+        if any(c.null_count for c in cols):
+            return None
+        task, config, rep = cols
+        t_map = _positions(pc.index_in(task.dictionary, value_set=self.tasks))
+        c_map = _positions(pc.index_in(config.dictionary, value_set=self.configs))
+        t = t_map[task.indices.to_numpy(zero_copy_only=False)].astype(np.int64)
+        c = c_map[config.indices.to_numpy(zero_copy_only=False)].astype(np.int64)
+        r = rep.to_numpy(zero_copy_only=False).astype(np.int64) - self.rep_min
+        if (t < 0).any() or (c < 0).any() or (r < 0).any() or (r >= self.rep_span).any():
+            return None
+        rows = self.lookup[(t * len(self.configs) + c) * self.rep_span + r]
+        return None if (rows < 0).any() else rows
+
+
 def _positions(found: pa.Array) -> np.ndarray:
     return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
 
@@ -265,6 +372,21 @@ def iter_batches(
             raise
         return
     yield from _ahead(_file_batches(files, columns, cats, fields))
+
+
+def row_count(files: Sequence[Path]) -> int:
+    """How many rows `files` hold, from their footers (nothing decoded)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in files:
+        try:
+            total += pq.read_metadata(path).num_rows
+        except Exception as exc:
+            if not _readable(path):
+                raise CorruptFileError(path, exc) from None
+            raise
+    return total
 
 
 def _ahead(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
