@@ -57,6 +57,37 @@ def test_duration_checks_frontier_accepts_scores_dot_spelling():
     assert "score_checks" in f.columns
 
 
+def test_the_explorers_records_are_the_frontier_frames_rows():
+    """frontier_records (what the explorer embeds for every axis pair) gives pareto_frontier's
+    rows, in its order, with NaN as null: ties in x broken by config id, a config with no
+    value on an axis last, unknown cost excluded."""
+    import itertools
+    import json
+    import math
+
+    from bench_pipeline.results.pareto import frontier_records
+
+    t = table()
+    t.loc[2, "avg_duration_seconds"] = float("nan")  # no value on one axis: sorted last
+    t.loc[5, "score_checks"] = float("nan")
+    axes = ["overall", "score_checks", "avg_cost_usd", "avg_duration_seconds"]
+    for x, y in itertools.permutations(axes, 2):
+        frame = pareto_frontier(t, x=x, y=y)
+        want = json.loads(frame.to_json(orient="records"))
+        got = frontier_records(t, x=x, y=y)
+        assert [list(r) for r in got] == [list(r) for r in want], (x, y)  # same keys, in order
+        for a, b in zip(got, want, strict=True):
+            for key in a:
+                if isinstance(b[key], float):
+                    assert math.isclose(a[key], b[key], rel_tol=1e-9), (x, y, key)
+                else:
+                    assert a[key] == b[key], (x, y, key)
+    ordered = [r["config_id"] for r in frontier_records(t, "avg_duration_seconds", "overall")]
+    assert ordered == ["P5", "P1", "P4", "P2", "P6", "P3"]  # P3 has no duration: last
+    costs = [r["config_id"] for r in frontier_records(t, "avg_cost_usd", "overall")]
+    assert costs == ["P5", "P1", "P2", "P4", "P3", "P6"]  # P2 and P4 cost the same: by id
+
+
 def test_unknown_axis_is_refused():
     with pytest.raises(ValueError):
         pareto_frontier(table(), x="tokens")

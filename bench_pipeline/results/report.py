@@ -9,8 +9,8 @@ image source, and every "://" inside the data is written as ":\\/\\/" (the same 
 JavaScript), so opening it never makes a request.
 
 What it shows: recommendations with their notes; the Pareto chart with x/y pickers (overall,
-each scorer, average cost, average time) whose frontier is computed here by
-`pareto_frontier` for every axis pair; the config table with curated columns and deltas against
+each scorer, average cost, average time) whose frontier is computed here for
+every axis pair (`frontier_records`: `pareto_frontier`'s rows, without a frame per pair); the config table with curated columns and deltas against
 the baseline configuration; regressions; the task x config grid with one state per cell
 (passed, failed, mixed, not scored + why, infrastructure), filters (failures only, tag,
 config, holdouts) and per-tag tabs; a cell opens its trials, a trial its diff, transcript,
@@ -36,7 +36,7 @@ from bench_pipeline.formats.vocabulary import (
     SCORE_INCONCLUSIVE,
 )
 
-from .pareto import axis_label, pareto_frontier
+from .pareto import axis_label, frontier_records
 from .scores import latest_scores, latest_trials, trial_overall
 
 STATIC = Path(__file__).with_name("static")
@@ -169,8 +169,7 @@ def _frontiers(config_table: pd.DataFrame, axes: list[dict[str, str]]) -> dict[s
     for x, y in product(cols, cols):
         if x == y or config_table.empty:
             continue
-        frame = pareto_frontier(config_table, x=x, y=y)
-        out[f"{x}|{y}"] = _records(frame)
+        out[f"{x}|{y}"] = frontier_records(config_table, x=x, y=y)
     return out
 
 
