@@ -259,3 +259,41 @@ def test_the_console_script_ends_without_teardown_yet_loses_no_output_or_exit_ha
     )
     assert bad.returncode == 2, bad.stderr[-2000:]
     assert "none.yaml" in bad.stderr and "ATEXIT RAN" in bad.stderr
+
+
+def test_a_launch_resolves_each_repository_ref_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the demo launch (14 tasks from two refs of one repository) asks git for each
+    (repository, ref) once, not once a task; every task still gets its ref's commit. git runs
+    for real, behind a wrapper on PATH that logs its arguments."""
+    from bench_pipeline.formats.loader import load_launch
+
+    example = tmp_path / "example"
+    subprocess.run(
+        [sys.executable, str(ROOT / "data" / "seed.py"), "--out", str(example)],
+        check=True,
+        capture_output=True,
+    )
+    log = tmp_path / "git.log"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real_git} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    launch = load_launch(example / "factory" / "launches" / "demo.yaml")
+    resolved = [line for line in log.read_text().splitlines() if "rev-parse --verify" in line]
+    refs = {(t.repo, t.base_ref) for t in launch.tasks}
+    assert len(launch.tasks) == 14 and len(refs) == 2
+    assert len(resolved) == len(refs)
+    repo = example / "service-repo"
+    for task in launch.tasks:
+        want = subprocess.run(
+            ["git", "rev-parse", f"{task.base_ref}^{{commit}}"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert task.base_sha == want, task.id
