@@ -221,7 +221,7 @@ class TrialKeys:
         c_codes = config.cat.codes.to_numpy()
         if (t_codes < 0).any() or (c_codes < 0).any():
             return None
-        reps = rep.to_numpy()
+        reps = rep.to_numpy(dtype=np.int64)
         rep_min = int(reps.min())
         rep_span = int(reps.max()) - rep_min + 1
         tasks = pa.array(task.cat.categories.astype(str), pa.string())
