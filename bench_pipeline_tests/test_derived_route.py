@@ -296,10 +296,41 @@ def test_perf_script_measures_a_kept_warehouse_against_another_checkout(tmp_path
     _analysis("--tasks", "3", "--configs", "2", "--reps", "2", "--keep", str(kept))
     out = _analysis("--warehouse", str(kept), "--against", str(ROOT), "--rounds", "2")
     assert "generated" not in out  # the kept warehouse, not a new one
-    # this tree's first and steady analyses and the other tree's, every round
-    assert out.count("round 1 ") == 3 and out.count("round 2 ") == 3
+    # each tree's first and steady analyses, every round
+    assert out.count("round 1 ") == 4 and out.count("round 2 ") == 4
     assert out.count("round 2 this tree, steady") == 1
-    assert "medians over 2 rounds (this tree first, steady / against)" in out and "ratio" in out
+    assert out.count("round 2 against ") == 2
+    # a first analysis builds the cache, whichever tree ran last (here both trees are this
+    # checkout, so their caches' keys agree: without dropping it, the other's first would
+    # read the cache this tree's steady run left), and a steady one reads it
+    blocks = _round_one_blocks(out)
+    assert sorted(blocks) == [
+        f"against {ROOT}, first",
+        f"against {ROOT}, steady",
+        "this tree, first",
+        "this tree, steady",
+    ]
+    for label, body in blocks.items():
+        cached = "per-trial results + config x task sums (cached)" in body
+        assert cached == label.endswith("steady"), label
+        assert ("store the per-trial cache" in body) == label.endswith("first"), label
+    assert "medians over 2 rounds (first, steady: this tree / against):" in out
+    assert "first" in out.splitlines()[-1] and "steady" in out.splitlines()[-1]
+
+
+def _round_one_blocks(out: str) -> dict[str, str]:
+    """perf/analysis.py --against's round-1 detail blocks: label -> the lines it printed."""
+    blocks: dict[str, str] = {}
+    label = None
+    for line in out.splitlines():
+        if line.endswith(", round 1:"):
+            label = line[: -len(", round 1:")].rsplit(" (", 1)[0]
+            blocks[label] = ""
+        elif line.startswith(("round ", "medians over")):
+            label = None
+        elif label is not None:
+            blocks[label] += line + "\n"
+    return blocks
 
 
 def test_a_truncated_file_is_named_not_a_traceback(tmp_path: Path) -> None:

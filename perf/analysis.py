@@ -16,10 +16,10 @@ Each tree's analysis is timed twice: a first one (the run's per-trial cache remo
 the trials and scores and rebuilds the cache) and a steady one (the cache built from the current
 files: it reads that instead). `--warehouse DIR` measures a warehouse an earlier `--keep DIR`
 wrote (no generating); `--against DIR` times another checkout's compute_derived on the same
-files (e.g. the commit before: `git archive <commit> | tar -x -C DIR`), alternating with this
-tree's first and steady analyses over `--rounds` fresh processes, and prints the median wall,
-CPU and peak RSS of each and their ratios (the machine's load moves wall time; same-round
-ratios and CPU time move less).
+files (e.g. the commit before: `git archive <commit> | tar -x -C DIR`), its first and steady
+analyses alternating with this tree's over `--rounds` rounds of fresh processes, and prints the
+median wall, CPU and peak RSS of each and this tree's ratios, first to first and steady to
+steady (the machine's load moves wall time; same-round ratios and CPU time move less).
 
 `--layout`: how the rows are split into files. `partition` is what a run writes for scores (one
 file per partition and (re)score: `<config>/rep<N>/<rescore_id>.parquet`) with the trials of a
@@ -441,50 +441,51 @@ def drop_cache(root: Path) -> None:
 
 def _interleaved(root: Path, here: Path, other: Path, rounds: int, env: dict) -> int:
     """This tree's and `other`'s compute_derived on the same files, alternating, each run in a
-    fresh process; this tree twice per round: a first analysis (its per-trial cache removed
-    before: it rebuilds it) and a steady one (the cache current). Per round wall, CPU and peak
-    RSS, then the medians and their ratios to `other`'s."""
-    runs = [
-        ("this tree, first", here, True),
-        ("this tree, steady", here, False),
-        (f"against {other}", other.resolve(), False),
-    ]
-    seen: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _, _ in runs}
+    fresh process, each tree twice per round: a first analysis (the per-trial cache removed
+    before: it rebuilds it) and a steady one (the cache it just built). Per round wall, CPU
+    and peak RSS, then the medians and this tree's ratios to `other`'s, first to first and
+    steady to steady. (Both trees' caches live at one path: each first analysis must drop
+    the cache, or it reads what the other tree's steady run left when their keys agree.)"""
+    other = other.resolve()
+    trees = [("this tree", here), (f"against {other}", other)]
+    seen: dict[str, list[tuple[float, float, float]]] = {}
     for n in range(rounds):
-        # (this tree's first run always precedes its steady one: it is what makes the cache)
-        order = runs if n % 2 == 0 else [runs[2], runs[0], runs[1]]
-        for label, tree, fresh in order:
-            if fresh:
-                drop_cache(root)
-            cmd = [sys.executable, __file__, "--measure", str(root), "--tree", str(tree)]
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            if out.returncode != 0:
-                print(out.stdout + out.stderr)
-                return out.returncode
-            if n == 0:
-                print(f"{label} ({tree}), round 1:")
+        for name, tree in trees if n % 2 == 0 else trees[::-1]:
+            for kind in ("first", "steady"):  # (first, which makes the cache, then steady)
+                label = f"{name}, {kind}"
+                if kind == "first":
+                    drop_cache(root)
+                cmd = [sys.executable, __file__, "--measure", str(root), "--tree", str(tree)]
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+                if out.returncode != 0:
+                    print(out.stdout + out.stderr)
+                    return out.returncode
                 lines = out.stdout.splitlines()
-                print(
-                    "\n".join(
-                        lines[: next(i for i, x in enumerate(lines) if x.startswith("summary"))]
+                if n == 0:
+                    print(f"{label} ({tree}), round 1:")
+                    print(
+                        "\n".join(
+                            lines[: next(i for i, x in enumerate(lines) if x.startswith("summary"))]
+                        )
                     )
+                line = next(x for x in lines if x.startswith("summary: "))
+                fields = dict(kv.split("=") for kv in line.split()[1:])
+                got = (float(fields["wall"]), float(fields["cpu"]), float(fields["hwm"]))
+                seen.setdefault(label, []).append(got)
+                print(
+                    f"round {n + 1} {label}: wall {got[0]:.3f} s, CPU {got[1]:.3f} s, peak {got[2]:,.0f} MiB"
                 )
-            line = next(x for x in out.stdout.splitlines() if x.startswith("summary: "))
-            fields = dict(kv.split("=") for kv in line.split()[1:])
-            seen[label].append((float(fields["wall"]), float(fields["cpu"]), float(fields["hwm"])))
-            wall, cpu, hwm = seen[label][-1]
-            print(f"round {n + 1} {label}: wall {wall:.3f} s, CPU {cpu:.3f} s, peak {hwm:,.0f} MiB")
     med = {
         label: [statistics.median(v[i] for v in got) for i in range(3)]
         for label, got in seen.items()
     }
-    first, steady, against = (med[label] for label, _, _ in runs)
-    print(f"medians over {rounds} rounds (this tree first, steady / against):")
+    print(f"medians over {rounds} rounds (first, steady: this tree / against):")
     for i, name in enumerate(("wall s", "CPU s", "peak RSS MiB")):
-        print(
-            f"  {name:<13} {first[i]:9.3f}, {steady[i]:9.3f} / {against[i]:9.3f}   ratios "
-            f"{first[i] / against[i]:.3f}, {steady[i] / against[i]:.3f}"
-        )
+        cells = []
+        for kind in ("first", "steady"):
+            mine, theirs = med[f"this tree, {kind}"][i], med[f"{trees[1][0]}, {kind}"][i]
+            cells.append(f"{kind} {mine:9.3f} / {theirs:9.3f} = {mine / theirs:.3f}")
+        print(f"  {name:<13} " + ";  ".join(cells))
     return 0
 
 
