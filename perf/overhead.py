@@ -126,10 +126,12 @@ BENCH = Path(sys.executable).parent / "bench"
 
 
 def bench_argv(tree: Path | None) -> list[str]:
-    """`bench` as its console script runs it, from this checkout or from `tree`."""
+    """`bench` as its console script runs it, from this checkout or from `tree`. (`-P`: the
+    current folder stays off the module path, or `python -c` run from this checkout would
+    import this checkout's bench_pipeline instead of `tree`'s.)"""
     if tree is None:
         return [str(BENCH)]
-    return [sys.executable, "-c", warm_server.ENTRY]
+    return [sys.executable, "-P", "-c", warm_server.ENTRY]
 
 
 def time_pipeline(
@@ -151,6 +153,7 @@ def time_pipeline(
             "--json",
         ],
         env=bench_env(home, tree),
+        cwd=home,
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -215,6 +218,19 @@ def main() -> None:
                     time_pipeline(example, other_home, args.parallel, args.repeats, against)
                 )
             layer.append(time_trial_layer(example, tmpdir / "layer", args.parallel, args.repeats))
+        if args.serve:
+            # A command the server cannot run (other code than it loaded) runs in its own
+            # process and stops the server: its time would pass for a served one. Every timed
+            # `bench run` (and the warm-up) must have been handed over.
+            for folder, tree in ((home, None), (other_home, against)):
+                if folder == other_home and against is None:
+                    continue
+                served = warm_server.served_commands(folder)
+                label = tree or ROOT
+                print(f"served: {served} of {args.rounds + 1} bench runs ({label})")
+                if served != args.rounds + 1:
+                    log = (folder / "serve.log").read_text()[-1500:]
+                    raise SystemExit(f"bench run of {label} was not served:\n{log}")
         p, q, r = statistics.median(plain), statistics.median(pipe), statistics.median(layer)
         print(
             f"trials executed by both: {len(scripts)} (demo launch; replays without an original are recorded, not run)"

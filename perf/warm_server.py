@@ -89,3 +89,9 @@ def served_cpu(pid: int, before: float) -> float:
     while (now := reaped_cpu(pid)) == before and time.monotonic() < deadline:
         time.sleep(0.02)
     return now - before
+
+
+def served_commands(home: Path) -> int:
+    """How many commands the `bench serve` of `home` handed to a child (its log says each)."""
+    log = home / "serve.log"
+    return sum(" runs bench " in line for line in log.read_text().splitlines())
