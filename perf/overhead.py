@@ -126,12 +126,10 @@ BENCH = Path(sys.executable).parent / "bench"
 
 
 def bench_argv(tree: Path | None) -> list[str]:
-    """`bench` as its console script runs it, from this checkout or from `tree`. (`-P`: the
-    current folder stays off the module path, or `python -c` run from this checkout would
-    import this checkout's bench_pipeline instead of `tree`'s.)"""
+    """`bench` as its console script runs it, from this checkout or from `tree`."""
     if tree is None:
         return [str(BENCH)]
-    return [sys.executable, "-P", "-c", warm_server.ENTRY]
+    return warm_server.python_c(warm_server.ENTRY)
 
 
 def time_pipeline(

@@ -34,6 +34,7 @@ from pathlib import Path
 from warm_server import (  # perf/ is sys.path[0]
     ENTRY,
     ENTRY_WITH_PEAK_RSS,
+    python_c,
     reaped_cpu,
     served_cpu,
     start_server,
@@ -146,21 +147,23 @@ def main() -> None:
                 "DAGSTER_DISABLE_TELEMETRY": "1",
             }
             commands = {
-                "python": [py, "-c", "pass"],
-                "import definitions": [py, "-c", "import bench_pipeline.definitions"],
-                "bench --help": [py, "-c", BENCH, "--help"],
+                "python": python_c("pass", py),
+                "import definitions": python_c("import bench_pipeline.definitions", py),
+                "bench --help": [*python_c(BENCH, py), "--help"],
                 "floor (bash)": ["bash", str(script)],
-                "bench run": [py, "-c", BENCH, "run", str(launch), "--quiet", "--json"],
+                "bench run": [*python_c(BENCH, py), "run", str(launch), "--quiet", "--json"],
             }
             if args.serve and (tree / "bench_pipeline" / "cli" / "serve.py").exists():
                 served_home = tmpdir / f"served-{i}"
                 served_home.mkdir()
-                argv = [py, "-c", ENTRY, "--home", str(served_home), "serve"]
+                argv = [*python_c(ENTRY, py), "--home", str(served_home), "serve"]
                 servers.append(start_server(argv, served_home, env))
                 atexit.register(servers[-1].terminate)  # on an error too
                 server_of[str(tree)] = servers[-1]
                 commands["bench run (served)"] = [
-                    *[py, "-c", ENTRY, "--home", str(served_home)],
+                    *python_c(ENTRY, py),
+                    "--home",
+                    str(served_home),
                     *["run", str(launch), "--quiet", "--json"],
                 ]
             plans.append((str(tree), env, commands))

@@ -42,6 +42,7 @@ from typing import Any
 from warm_server import (  # perf/ is sys.path[0]
     ENTRY,
     bench_env,
+    python_c,
     reaped_cpu,
     served_cpu,
     start_server,
@@ -166,9 +167,7 @@ def run_bench(
     `server` (a `bench serve` on `home`), the command is handed to it."""
     env = bench_env(home, tree)
     argv = [
-        sys.executable,
-        "-c",
-        ENTRY,
+        *python_c(ENTRY),
         "run",
         str(launch),
         "--quiet",
@@ -234,7 +233,7 @@ def main() -> None:
         for v in variants:
             if v[1]:
                 homes[v].mkdir(parents=True)
-                argv = [sys.executable, "-c", ENTRY, "serve"]
+                argv = [*python_c(ENTRY), "serve"]
                 servers[v] = start_server(argv, homes[v], bench_env(homes[v], v[0]))
                 atexit.register(servers[v].terminate)  # on an error too; stops on SIGTERM
         for v in variants:  # warm-up, uncounted (creates the instance, caches the bytecode)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,16 @@ except ImportError:  # a checkout from before it (--tree): its entry point retur
 # `bench` as its console script runs it (`python -c ENTRY args...`): handed to a running
 # `bench serve` of its home when there is one, else in its own process.
 ENTRY = _IMPORT_CONSOLE + "sys.exit(console())\n"
+
+
+def python_c(code: str, python: str | None = None) -> list[str]:
+    """`python -P -c code`: a checkout's code run through `-c` (the `bench` entry, an import)
+    from that checkout's PYTHONPATH alone. Without `-P` the current folder comes first on the
+    module path, and run from another checkout it imports that checkout's bench_pipeline
+    (perf/overhead.py --against timed this tree, unserved, as the other one that way)."""
+    return [python or sys.executable, "-P", "-c", code]
+
+
 # The same, printing its peak RSS at exit (VmHWM: its own process's, not a forked parent's).
 ENTRY_WITH_PEAK_RSS = (
     _IMPORT_CONSOLE
