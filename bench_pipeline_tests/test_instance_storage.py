@@ -393,3 +393,104 @@ def test_a_prepared_instance_is_not_reused_once_its_history_is_removed(
         assert fresh.get_runs() == []
     finally:
         fresh.dispose()
+
+
+def test_an_existing_home_is_opened_without_loading_migrations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `bench` process opens the home's index file, and Dagster checks it through alembic
+    (every migration script loaded, ~0.05 s) although it only ever makes the tables of a file
+    without a revision. bench checks the revision itself: a later process loads no script, and
+    a file without one (an empty index left by a crash) still gets Dagster's tables."""
+    import sqlite3
+
+    from alembic.script import ScriptDirectory
+
+    from bench_pipeline.defs.launcher import instance_yaml
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(instance_yaml(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    tiny = _tiny_job()
+    first = _instance(home)
+    try:
+        first_run = tiny.execute_in_process(instance=first).run_id
+    finally:
+        first.dispose()
+
+    loaded: list[int] = []
+    real = ScriptDirectory.from_config.__func__
+
+    def counting(cls, config):  # noqa: ANN001, ANN202 - alembic's own signature
+        loaded.append(1)
+        return real(cls, config)
+
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(counting))
+    later = _instance(home)  # a later process: nothing of the first one's state
+    try:
+        run_id = tiny.execute_in_process(instance=later).run_id
+        assert any(e.user_message == "hello" for e in later.all_logs(first_run))
+        assert any(e.user_message == "hello" for e in later.all_logs(run_id))
+    finally:
+        later.dispose()
+    assert loaded == []
+    monkeypatch.undo()
+
+    history = home / "history"
+    files = [
+        history / "runs" / "index.db",
+        history / "runs.db",
+        home / "schedules" / "schedules.db",
+    ]
+    for path in files:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        path.touch()  # there, but with no table and no revision
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    again = _instance(home)
+    try:
+        assert tiny.execute_in_process(instance=again).success
+        assert len(again.get_runs()) == 1
+    finally:
+        again.dispose()
+    for path in files:
+        conn = sqlite3.connect(path)
+        try:
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchall(), path
+        finally:
+            conn.close()
+
+
+def test_commits_are_not_synced_to_disk_one_by_one(tmp_path: Path) -> None:
+    """The run history and event logs commit with synchronous=NORMAL in WAL mode (durable as
+    the warehouse's files: storage.py says why); Dagster's plain storage keeps SQLite's FULL."""
+    import sqlalchemy as db
+
+    from bench_pipeline.defs.launcher import instance_yaml
+
+    def synchronous(conn: db.Connection) -> tuple[int, str]:
+        (level,) = conn.execute(db.text("PRAGMA synchronous")).fetchone()
+        (mode,) = conn.execute(db.text("PRAGMA journal_mode")).fetchone()
+        return level, mode
+
+    homes = {"bench": tmp_path / "bench", "plain": tmp_path / "plain"}
+    for name, home in homes.items():
+        home.mkdir()
+        (home / "dagster.yaml").write_text(instance_yaml(home) if name == "bench" else PLAIN_YAML)
+    seen = {}
+    for name, home in homes.items():
+        instance = _instance(home)
+        try:
+            run_id = _tiny_job().execute_in_process(instance=instance).run_id
+            with instance.run_storage.connect() as conn:
+                runs = synchronous(conn)
+            with instance.event_log_storage.index_connection() as conn:
+                index = synchronous(conn)
+            with instance.event_log_storage.run_connection(run_id) as conn:
+                events = synchronous(conn)
+            seen[name] = (runs, index, events)
+        finally:
+            instance.dispose()
+    assert seen["bench"] == ((1, "wal"),) * 3  # 1: NORMAL
+    assert seen["plain"] == ((2, "wal"),) * 3  # 2: FULL, SQLite's default
