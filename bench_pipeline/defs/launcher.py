@@ -84,6 +84,12 @@ def prepare_instance(paths: BenchPaths) -> None:
     global _prepared
     home = ensure_dagster_home(paths)
     instance = dg.DagsterInstance.get()  # (first: it makes the run database the key names)
+    # What every run asks its storage first, answered once (each cached on the storage):
+    # whether pools are supported (a table lookup), and the index file's first connection.
+    storage = instance.event_log_storage
+    _ = storage.supports_global_concurrency_limits
+    with storage.index_connection():
+        pass
     _prepared = (_instance_key(home), instance)
 
 

@@ -42,8 +42,10 @@ def job_origin(job_name: str) -> Any:
 
 
 def prepare_recorded(job_name: str) -> None:
-    """Resolve `job_name` and its origin now rather than at its first execution."""
-    _job(job_name)
+    """Resolve `job_name`, its snapshot (Dagster caches it on the definition) and its origin
+    now rather than at its first execution."""
+    _recon, job_def = _job(job_name)
+    job_def.get_job_snapshot_id()
     job_origin(job_name)
 
 
