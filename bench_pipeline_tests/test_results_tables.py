@@ -287,3 +287,71 @@ def test_report_is_self_contained(run):
     states = {k: v["state"] for k, v in data["trials"].items()}
     assert states["T1/A/1"] == "passed" and states["T3/A/1"] == "failed"
     assert states["T3/B/2"] == "infra" and states["T1/B/2"] == "infra"  # grader faults
+
+
+def _pandas_catalog(cat: pd.DataFrame) -> pd.DataFrame:
+    """The scorer catalog as commit 56c69fa finished it, in pandas: the oracle of the plain
+    Python one (results.scores._catalog_records) that replaced it for speed."""
+    from bench_pipeline.results._common import PRIMARY_PRIORITY, default_group, display_key
+
+    cat = cat.astype({"run_id": object, "scorer": object, "scorer_group": object})
+    missing_group = cat["scorer_group"].isna() | (cat["scorer_group"] == "")
+    cat.loc[missing_group, "scorer_group"] = cat.loc[missing_group, "scorer"].map(default_group)
+    cat["weight"] = cat["weight"].astype(float).fillna(1.0)
+    cat["_key"] = cat["scorer"].map(display_key)
+    cat = cat.sort_values(["run_id", "_key"]).drop(columns="_key").reset_index(drop=True)
+    primary: dict[str, str] = {}
+    for run_id, sub in cat.groupby("run_id", sort=False):
+        groups = list(dict.fromkeys(sub["scorer_group"]))
+        first = [g for g in PRIMARY_PRIORITY if g in groups]
+        primary[run_id] = first[0] if first else sorted(groups, key=display_key)[0]
+    cat["is_primary_group"] = cat["scorer_group"] == cat["run_id"].map(primary)
+    return cat
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        # one run: checks primary, judge criteria without a group, an empty group, NaN weight
+        [
+            ("r1", "llm_judge:style", None, 0.25),
+            ("r1", "checks", "checks", float("nan")),
+            ("r1", "llm_judge:correctness", "", 0.75),
+            ("r1", "rubric", "rubric", 2.0),
+        ],
+        # runs in any order; one without a priority group (primary: the first by display
+        # order), one whose only priority group is ci, one with assert and ci
+        [
+            ("r2", "rubric", "rubric", 1.0),
+            ("r2", "llm_judge:a", "llm_judge", 0.0),
+            ("r1", "ci", "ci", 1.0),
+            ("r1", "zeta", None, None),
+            ("r3", "ci", "ci", 1.0),
+            ("r3", "assert", "assert", float("nan")),
+            ("r3", "llm_judge:b", None, 0.5),
+        ],
+    ],
+)
+def test_the_scorer_catalog_is_the_pandas_one(rows: list[tuple]) -> None:
+    from bench_pipeline.results.scores import _catalog_records, _finish_catalog
+
+    raw = pd.DataFrame(rows, columns=["run_id", "scorer", "scorer_group", "weight"])
+    raw["weight"] = raw["weight"].astype(float)
+    expected = _pandas_catalog(raw.copy())
+    pd.testing.assert_frame_equal(_finish_catalog(raw.copy()), expected)
+    assert _catalog_records(raw.copy()) == expected.to_dict("records")
+
+
+def test_trial_overall_carries_the_scorer_catalog_of_its_scores(run):
+    from bench_pipeline.results import scorer_catalog
+
+    trials, scores, per_trial, _table = run
+    catalog = per_trial.attrs["scorer_catalog"]
+    assert catalog == scorer_catalog(latest_scores(scores)).to_dict("records")
+    assert [(r["scorer"], r["scorer_group"], r["is_primary_group"]) for r in catalog] == [
+        ("checks", "checks", True),
+        ("llm_judge:correctness", "llm_judge", False),
+        ("llm_judge:style", "llm_judge", False),
+        ("llm_judge:verbosity", "llm_judge", False),
+    ]

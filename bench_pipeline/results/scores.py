@@ -27,6 +27,8 @@ costs, e.g. judge tokens; null when none known).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -197,20 +199,72 @@ def _catalog_arrays(
     return cat, (run_c, run_u, sc_c, sc_u)
 
 
-def _finish_catalog(cat: pd.DataFrame) -> pd.DataFrame:
-    cat = cat.astype({"run_id": object, "scorer": object, "scorer_group": object})
-    missing_group = cat["scorer_group"].isna() | (cat["scorer_group"] == "")
-    cat.loc[missing_group, "scorer_group"] = cat.loc[missing_group, "scorer"].map(default_group)
-    cat["weight"] = cat["weight"].astype(float).fillna(1.0)
-    cat["_key"] = cat["scorer"].map(display_key)
-    cat = cat.sort_values(["run_id", "_key"]).drop(columns="_key").reset_index(drop=True)
-    primary: dict[str, str] = {}
-    for run_id, sub in cat.groupby("run_id", sort=False):
-        groups = list(dict.fromkeys(sub["scorer_group"]))
+CATALOG_COLUMNS = ("run_id", "scorer", "scorer_group", "weight", "is_primary_group")
+
+
+def _catalog_records(cat: pd.DataFrame) -> list[dict[str, Any]]:
+    """The finished scorer catalog (a raw one completed: default group, weight 1, sorted, the
+    primary group marked) as plain records. Plain Python, not pandas: the catalog has one row
+    per (run, scorer), and a dozen pandas calls on a frame that small cost ~10 ms, paid by every
+    partition's materialization, the explorer page and the derived tables alike."""
+    rows = []
+    for run_id, scorer, group, weight in zip(
+        cat["run_id"].tolist(),
+        cat["scorer"].tolist(),
+        cat["scorer_group"].tolist(),
+        cat["weight"].astype(float).tolist(),
+        strict=True,
+    ):
+        if _missing_text(group):
+            group = default_group(scorer)
+        rows.append(
+            {
+                "run_id": run_id,
+                "scorer": scorer,
+                "scorer_group": group,
+                "weight": 1.0 if weight != weight else weight,  # NaN: unweighted
+            }
+        )
+    rows.sort(key=lambda r: (r["run_id"], display_key(r["scorer"])))
+    groups_of: dict[str, list[str]] = {}
+    for r in rows:
+        groups = groups_of.setdefault(r["run_id"], [])
+        if r["scorer_group"] not in groups:
+            groups.append(r["scorer_group"])
+    primary = {}
+    for run_id, groups in groups_of.items():
         first = [g for g in PRIMARY_PRIORITY if g in groups]
         primary[run_id] = first[0] if first else sorted(groups, key=display_key)[0]
-    cat["is_primary_group"] = cat["scorer_group"] == cat["run_id"].map(primary)
-    return cat
+    for r in rows:
+        r["is_primary_group"] = r["scorer_group"] == primary[r["run_id"]]
+    return rows
+
+
+def _missing_text(value: Any) -> bool:
+    # (as pandas' isna, for the values a group column holds: text, None, NaN or NA)
+    return (
+        value is None
+        or value is pd.NA
+        or value == ""
+        or (isinstance(value, float) and value != value)
+    )
+
+
+def _catalog_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """The catalog records as the frame `scorer_catalog` returns (typed even when empty)."""
+    return pd.DataFrame(
+        {
+            "run_id": pd.Series([r["run_id"] for r in records], dtype=object),
+            "scorer": pd.Series([r["scorer"] for r in records], dtype=object),
+            "scorer_group": pd.Series([r["scorer_group"] for r in records], dtype=object),
+            "weight": np.array([r["weight"] for r in records], dtype=float),
+            "is_primary_group": np.array([r["is_primary_group"] for r in records], dtype=bool),
+        }
+    )
+
+
+def _finish_catalog(cat: pd.DataFrame) -> pd.DataFrame:
+    return _catalog_frame(_catalog_records(cat))
 
 
 def scorer_catalog(scores: pd.DataFrame) -> pd.DataFrame:
@@ -223,9 +277,10 @@ def scorer_catalog(scores: pd.DataFrame) -> pd.DataFrame:
     return _finish_catalog(_catalog_arrays(scores, tkey)[0])
 
 
-def _group_members(catalog: pd.DataFrame) -> dict[str, list[str]]:
+def _group_members(catalog: list[dict[str, Any]]) -> dict[str, list[str]]:
     members: dict[str, list[str]] = {}
-    for scorer, group in zip(catalog["scorer"], catalog["scorer_group"], strict=True):
+    for row in catalog:
+        scorer, group = row["scorer"], row["scorer_group"]
         if scorer not in members.get(group, []):
             members.setdefault(group, []).append(scorer)
     return members
@@ -297,16 +352,20 @@ def trial_overall(
     run_codes = base["run_id"].cat.codes.to_numpy().astype(np.int64)
     run_names = list(base["run_id"].cat.categories.astype(object))
     if _cells is not None:
-        catalog = _finish_catalog(_cells.finish())
+        catalog = _catalog_records(_cells.finish())
     elif len(scores):
         tkey = _tkey if _tkey is not None else time_key(scores.get("scored_at"), len(scores))
         raw, (s_run, s_run_u, s_sc, s_sc_u) = _catalog_arrays(scores, tkey, _keep)
-        catalog = _finish_catalog(raw)
+        catalog = _catalog_records(raw)
     else:
-        catalog = _finish_catalog(
-            pd.DataFrame(columns=["run_id", "scorer", "scorer_group", "weight"])
-        )
-    scorers = sorted(dict.fromkeys(catalog["scorer"]), key=display_key)
+        catalog = []
+    scorers = sorted(dict.fromkeys(r["scorer"] for r in catalog), key=display_key)
+    # (run -> value) per scorer of the catalog's columns
+    runs_of: dict[str, set[str]] = {}
+    weight_of: dict[str, dict[str, float]] = {}
+    for r in catalog:
+        runs_of.setdefault(r["scorer"], set()).add(r["run_id"])
+        weight_of.setdefault(r["scorer"], {})[r["run_id"]] = r["weight"]
     run_index = {r: i for i, r in enumerate(run_names)}
 
     values: dict[str, np.ndarray] = {}
@@ -357,7 +416,7 @@ def trial_overall(
         for i, scorer in enumerate(scorers):
             v, st, c = v_all[:, i].copy(), s_all[:, i].copy(), c_all[:, i]
             # trials of runs that do not use this scorer: no status at all
-            runs = set(catalog.loc[catalog["scorer"] == scorer, "run_id"])
+            runs = runs_of.get(scorer, set())
             in_run = np.array([r in runs for r in run_names] or [False])[run_codes]
             st[~in_run] = -1
             v[st != CODE_SCORED] = np.nan
@@ -379,7 +438,8 @@ def trial_overall(
         den = np.zeros(n)
         first_code = np.full(n, -1, dtype=np.int8)
         for scorer in crit:
-            w = _run_lookup(catalog, scorer, "weight", run_names, run_codes, default=0.0)
+            weights = weight_of.get(scorer, {})
+            w = np.array([weights.get(r, 0.0) for r in run_names] or [0.0])[run_codes]
             counted = w > 0
             ok = counted & (codes[scorer] == CODE_SCORED)
             num[ok] += w[ok] * values[scorer][ok]
@@ -415,17 +475,13 @@ def trial_overall(
     out["groups_scored"] = groups_scored
     out["overall"] = overall
 
-    primary_by_run = (
-        catalog.loc[catalog["is_primary_group"]]
-        .drop_duplicates("run_id")
-        .set_index("run_id")["scorer_group"]
-    )
-    prim_names = sorted(set(primary_by_run), key=display_key)
+    primary_by_run: dict[str, str] = {}
+    for r in catalog:
+        if r["is_primary_group"]:
+            primary_by_run.setdefault(r["run_id"], r["scorer_group"])
+    prim_names = sorted(set(primary_by_run.values()), key=display_key)
     prim_code_of_run = np.array(
-        [
-            prim_names.index(primary_by_run[r]) if r in primary_by_run.index else -1
-            for r in run_names
-        ]
+        [prim_names.index(primary_by_run[r]) if r in primary_by_run else -1 for r in run_names]
         or [-1],
         dtype=np.int64,
     )
@@ -452,7 +508,7 @@ def trial_overall(
     result = base
     for name, col in out.items():  # one block per column: no consolidation copy
         result[name] = col
-    result.attrs["scorer_catalog"] = catalog.to_dict("records")
+    result.attrs["scorer_catalog"] = catalog
     return result
 
 
@@ -691,16 +747,3 @@ def _match_trials(
 
 def _status_categorical(codes: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes.astype(np.int8), categories=STATUS_LABELS)
-
-
-def _run_lookup(
-    catalog: pd.DataFrame,
-    scorer: str,
-    column: str,
-    run_names: list[str],
-    run_codes: np.ndarray,
-    default: float,
-) -> np.ndarray:
-    sub = catalog.loc[catalog["scorer"] == scorer].set_index("run_id")[column]
-    table = np.array([float(sub.get(r, default)) for r in run_names] or [default])
-    return table[run_codes] if len(run_codes) else np.zeros(0)
