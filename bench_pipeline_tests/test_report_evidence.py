@@ -66,3 +66,29 @@ def test_report_budget_leaves_passing_trials_out(tmp_path: Path) -> None:
     assert "budget" in out["a/x/1"]["omitted"] and str(passing) in out["a/x/1"]["omitted"]
     assert "no evidence folder" in out["c/x/1"]["missing"]
     assert caps["total_chars"] == 10
+
+
+def test_every_event_is_bounded_as_the_full_walk_bounds_it(tmp_path: Path) -> None:
+    """Short transcript lines are kept as read (no string or list in them can reach a cap);
+    the shortest lines that hold a list over LIST_CAP items or a string over FIELD_CAP
+    characters, and everything longer, are cut as the full walk cuts them."""
+    events = [
+        {"event": "turn", "text": "short"},
+        [1] * (E.LIST_CAP + 1),  # the shortest over-long list: 2 x 201 + 1 characters
+        {"e": [0] * (E.LIST_CAP + 1)},
+        {"event": "tool_result", "content": "y" * (E.FIELD_CAP + 1)},
+        {"nested": {"deep": ["z" * (E.FIELD_CAP + 5)]}},
+        {"list": list(range(E.LIST_CAP))},  # at the cap: kept whole
+        "a bare string",
+    ]
+    d = tmp_path / "t"
+    d.mkdir()
+    lines = [json.dumps(e, separators=(",", ":")) for e in events]
+    assert len(lines[1]) == 2 * (E.LIST_CAP + 1) + 1
+    (d / "transcript.jsonl").write_text("\n".join(lines) + "\n")
+    ev = E.trial_evidence(d, {})
+    assert ev["events"] == [E._bounded(e) for e in events]
+    assert len(ev["events"][1]) == E.LIST_CAP and len(ev["events"][2]["e"]) == E.LIST_CAP
+    assert ev["events"][3]["content"].endswith(f"[cut: {E.FIELD_CAP + 1} chars]")
+    assert ev["events"][4]["nested"]["deep"][0].endswith(f"[cut: {E.FIELD_CAP + 5} chars]")
+    assert ev["events"][5] == events[5]

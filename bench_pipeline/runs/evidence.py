@@ -9,6 +9,7 @@ runs out it is the passing trials whose evidence is left out (and the page says 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +40,40 @@ def _cut(text: str | None, cap: int) -> tuple[str | None, bool]:
     return text[:cap], True
 
 
+LIST_CAP = 200  # items of one list inside a transcript event, a turn or an attempt
+# JSON text shorter than this holds no string longer than FIELD_CAP characters and no list of
+# more than LIST_CAP items (each item takes a character and a comma): its value needs no
+# bounding, and most events of a transcript are that short (a walk of each costs more than
+# reading it).
+_ALWAYS_BOUNDED = min(FIELD_CAP, 2 * LIST_CAP + 2)
+
+
 def _bounded(value: Any, cap: int = FIELD_CAP) -> Any:
     """A JSON value with every long string cut to `cap` (marked with the cut length)."""
     if isinstance(value, str):
         return value if len(value) <= cap else value[:cap] + f" … [cut: {len(value)} chars]"
     if isinstance(value, list):
-        return [_bounded(v, cap) for v in value[:200]]
+        return [_bounded(v, cap) for v in value[:LIST_CAP]]
     if isinstance(value, dict):
         return {str(k): _bounded(v, cap) for k, v in value.items()}
     return value
 
 
-def _read(path: Path) -> str | None:
+def _files(folder: Path) -> set[str]:
+    """The names of the regular files in `folder` (one listing, not a stat per name)."""
+    with os.scandir(folder) as entries:
+        return {e.name for e in entries if e.is_file()}
+
+
+def _read(path: Path, files: set[str]) -> str | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        return path.read_text(encoding="utf-8", errors="replace") if path.name in files else None
     except OSError:
         return None
 
 
-def _json(path: Path, default: Any) -> Any:
-    text = _read(path)
+def _json(path: Path, files: set[str], default: Any) -> Any:
+    text = _read(path, files)
     if text is None:
         return default
     try:
@@ -67,8 +82,8 @@ def _json(path: Path, default: Any) -> Any:
         return default
 
 
-def _transcript(folder: Path) -> tuple[list[dict[str, Any]], int]:
-    text = _read(folder / "transcript.jsonl") or ""
+def _transcript(folder: Path, files: set[str]) -> tuple[list[dict[str, Any]], int]:
+    text = _read(folder / "transcript.jsonl", files) or ""
     events: list[dict[str, Any]] = []
     total = 0
     for line in text.splitlines():
@@ -78,7 +93,8 @@ def _transcript(folder: Path) -> tuple[list[dict[str, Any]], int]:
         if len(events) >= EVENTS_CAP:
             continue
         try:
-            events.append(_bounded(json.loads(line)))
+            event = json.loads(line)
+            events.append(event if len(line) < _ALWAYS_BOUNDED else _bounded(event))
         except ValueError:
             events.append({"event": "unreadable line", "text": line[:FIELD_CAP]})
     return events, total
@@ -86,10 +102,14 @@ def _transcript(folder: Path) -> tuple[list[dict[str, Any]], int]:
 
 def trial_evidence(folder: Path, commands: dict[str, list[str]]) -> dict[str, Any]:
     """One trial's bounded evidence; `commands` maps check id -> its command (from the task)."""
-    diff, diff_cut = _cut(_read(folder / "changes.patch"), DIFF_CAP)
-    events, total_events = _transcript(folder)
+    try:
+        files = _files(folder)
+    except OSError:  # (gone, or not a folder: as a folder without its files)
+        files = set()
+    diff, diff_cut = _cut(_read(folder / "changes.patch", files), DIFF_CAP)
+    events, total_events = _transcript(folder, files)
     checks = []
-    for c in _json(folder / "checks.json", []):
+    for c in _json(folder / "checks.json", files, []):
         output, output_cut = _cut(c.get("output"), OUTPUT_CAP)
         checks.append(
             {
@@ -110,10 +130,10 @@ def trial_evidence(folder: Path, commands: dict[str, list[str]]) -> dict[str, An
             "response": _cut(t.get("response"), TURN_CAP)[0],
             "response_cut": _cut(t.get("response"), TURN_CAP)[1],
         }
-        for t in _json(folder / "turns.json", [])
+        for t in _json(folder / "turns.json", files, [])
         if isinstance(t, dict)
     ]
-    attempts = _bounded(_json(folder / "attempts.json", []))
+    attempts = _bounded(_json(folder / "attempts.json", files, []))
     return {
         "diff": diff,
         "diff_cut": diff_cut,

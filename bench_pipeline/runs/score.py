@@ -53,10 +53,14 @@ def scorer_context(
 def load_evidence(run: BenchmarkRun, trial: dict[str, Any]) -> TrialEvidence:
     """A trial's evidence as scorers see it, read from its evidence folder."""
     folder = Path(trial["evidence_dir"])
+    try:  # one listing of the folder, not a stat per file a scorer may read
+        with os.scandir(folder) as entries:
+            files = {e.name for e in entries if e.is_file()}
+    except OSError:  # (gone, or not a folder: as a folder without its files)
+        files = set()
 
     def text(name: str) -> str | None:
-        path = folder / name
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        return (folder / name).read_text(encoding="utf-8") if name in files else None
 
     def data(name: str, default: Any) -> Any:
         raw = text(name)
