@@ -51,24 +51,8 @@ def scorer_context(
 
 
 def load_evidence(run: BenchmarkRun, trial: dict[str, Any]) -> TrialEvidence:
-    """A trial's evidence as scorers see it, read from its evidence folder."""
-    folder = Path(trial["evidence_dir"])
-    try:  # one listing of the folder, not a stat per file a scorer may read
-        with os.scandir(folder) as entries:
-            files = {e.name for e in entries if e.is_file()}
-    except OSError:  # (gone, or not a folder: as a folder without its files)
-        files = set()
-
-    def text(name: str) -> str | None:
-        return (folder / name).read_text(encoding="utf-8") if name in files else None
-
-    def data(name: str, default: Any) -> Any:
-        raw = text(name)
-        try:
-            return json.loads(raw) if raw else default
-        except ValueError:  # cut by the evidence cap (metadata says so): what a reader sees
-            return default
-
+    """A trial's evidence as scorers see it: its row, and its evidence folder's files read
+    as a scorer asks for them."""
     cost = trial.get("cost_usd")
     return TrialEvidence(
         run_id=trial["run_id"],
@@ -78,16 +62,11 @@ def load_evidence(run: BenchmarkRun, trial: dict[str, Any]) -> TrialEvidence:
         repetition=int(trial["repetition"]),
         outcome=trial["outcome"],
         error=trial.get("error"),
-        evidence_dir=folder,
+        evidence_dir=Path(trial["evidence_dir"]),
         iterations=int(trial.get("iterations") or 0),
-        patch=text("changes.patch"),
-        answer=text("answer.txt"),
-        turns=data("turns.json", []),
-        checks=data("checks.json", []),
-        attempts=data("attempts.json", []),
         cost_usd=_known(cost),
         duration_seconds=trial.get("duration_seconds"),
-        metadata=data("metadata.json", {}),
+        from_files=True,
     )
 
 

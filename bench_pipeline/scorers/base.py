@@ -57,9 +57,56 @@ class ScoreResult:
         return cls(scorer, SCORE_SCORED, value, raw_value=raw, scale_max=scale_max, **kw)
 
 
+_UNREAD: Any = type("_Unread", (), {"__repr__": lambda self: "<unread>"})()
+
+
+class EvidenceFile:
+    """A TrialEvidence field held in one file of the trial's evidence folder.
+
+    Given to the constructor, it is that value. Not given, it is the file's content when the
+    evidence was made `from_files` (read on first access, once: a scorer reads one or two of
+    the six files, and opening the others was most of a text case's scoring), else empty.
+    A missing file (a text task has no changes.patch) reads as empty, and JSON cut short by
+    the evidence cap as empty too: what a reader of the folder sees."""
+
+    def __init__(self, filename: str, kind: type[str] | type[list] | type[dict]) -> None:
+        self.filename, self.kind = filename, kind
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return _UNREAD  # the dataclass field's default: "not given"
+        value = obj.__dict__.get(self.slot, _UNREAD)
+        if value is _UNREAD:
+            value = self._read(obj.evidence_dir) if obj.from_files else self._empty()
+            obj.__dict__[self.slot] = value
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+    def _empty(self) -> Any:
+        return None if self.kind is str else self.kind()
+
+    def _read(self, folder: Path) -> Any:
+        try:
+            text = (folder / self.filename).read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return self._empty()
+        if self.kind is str:
+            return text
+        try:
+            return json.loads(text) if text else self._empty()
+        except ValueError:  # cut by the evidence cap (metadata says so)
+            return self._empty()
+
+
 @dataclass
 class TrialEvidence:
-    """Everything a scorer may read about one finished trial (loaded from its evidence dir)."""
+    """Everything a scorer may read about one finished trial (loaded from its evidence dir:
+    the file-backed fields are read when a scorer first uses them, see EvidenceFile)."""
 
     run_id: str
     trial_id: str
@@ -70,14 +117,18 @@ class TrialEvidence:
     error: str | None
     evidence_dir: Path
     iterations: int = 1
-    patch: str | None = None  # changes.patch (None for text tasks)
-    answer: str | None = None  # final text answer
-    turns: list[dict[str, Any]] = field(default_factory=list)  # per-turn: user, response, ...
-    checks: list[dict[str, Any]] = field(default_factory=list)  # final attempt's check results
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    patch: str | None = EvidenceFile("changes.patch", str)  # None for text tasks
+    answer: str | None = EvidenceFile("answer.txt", str)  # final text answer
+    # per-turn: user, response, ...
+    turns: list[dict[str, Any]] = EvidenceFile("turns.json", list)
+    # the final attempt's check results
+    checks: list[dict[str, Any]] = EvidenceFile("checks.json", list)
+    attempts: list[dict[str, Any]] = EvidenceFile("attempts.json", list)
     cost_usd: float | None = None
     duration_seconds: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = EvidenceFile("metadata.json", dict)
+    # the fields above not given are read from evidence_dir (else empty)
+    from_files: bool = field(default=False, repr=False, compare=False)
 
     @property
     def transcript_path(self) -> Path:
