@@ -13,6 +13,7 @@ import dagster as dg
 
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.recorded import execute_recorded, prepare_recorded
+from bench_pipeline.defs.storage import warm_sqlite_storage
 from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
@@ -84,12 +85,7 @@ def prepare_instance(paths: BenchPaths) -> None:
     global _prepared
     home = ensure_dagster_home(paths)
     instance = dg.DagsterInstance.get()  # (first: it makes the run database the key names)
-    # What every run asks its storage first, answered once (each cached on the storage):
-    # whether pools are supported (a table lookup), and the index file's first connection.
-    storage = instance.event_log_storage
-    _ = storage.supports_global_concurrency_limits
-    with storage.index_connection():
-        pass
+    warm_sqlite_storage(instance)
     _prepared = (_instance_key(home), instance)
 
 

@@ -261,3 +261,16 @@ class BenchSqliteStorage(DagsterSqliteStorage):
     ) -> BenchSqliteStorage:
         mkdir_p(config_value["base_dir"])
         return cls(config_value["base_dir"], inst_data=inst_data)
+
+
+def warm_sqlite_storage(instance: Any) -> None:
+    """Answer now, once, what every run asks the instance's SQLite event log first (each is
+    cached on the storage, so `bench serve`'s forked commands inherit the answers): whether
+    pools are supported (a table lookup) and the index file's first connection (its
+    initialisation check). Other storages (Postgres) are left as they are: their connections
+    are not this module's to close before a fork."""
+    storage = instance.event_log_storage
+    if isinstance(storage, SqliteEventLogStorage):
+        _ = storage.supports_global_concurrency_limits
+        with storage.index_connection():
+            pass
