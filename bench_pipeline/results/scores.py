@@ -199,9 +199,6 @@ def _catalog_arrays(
     return cat, (run_c, run_u, sc_c, sc_u)
 
 
-CATALOG_COLUMNS = ("run_id", "scorer", "scorer_group", "weight", "is_primary_group")
-
-
 def _catalog_records(cat: pd.DataFrame) -> list[dict[str, Any]]:
     """The finished scorer catalog (a raw one completed: default group, weight 1, sorted, the
     primary group marked) as plain records. Plain Python, not pandas: the catalog has one row
