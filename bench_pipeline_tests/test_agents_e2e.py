@@ -104,8 +104,8 @@ def test_anthropic_agent_second_attempt_with_findings_passes_priced_and_no_secre
     # The second attempt's request carries the first attempt's failing check output.
     findings = json.dumps(model.attempt2_request["messages"])
     assert "AC-1" in findings and "did not pass these acceptance checks" in findings
-    evidence = next((bench_home / "evidence").rglob("attempts.json"))
-    attempts = json.loads(evidence.read_text())
+    evidence = next((bench_home / "evidence").rglob("metadata.json"))
+    attempts = json.loads(evidence.read_text())["attempts"]
     assert [a["attempt"] for a in attempts] == [1, 2]
     # The key reached the model server but is nowhere in the evidence or the warehouse.
     for folder in (bench_home / "evidence", bench_home / "warehouse"):

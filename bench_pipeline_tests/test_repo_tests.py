@@ -380,7 +380,7 @@ def test_prepare_installs_into_a_per_trial_venv_once_per_trial_and_a_failure_is_
         data = json.loads(record.read_text())
         assert data["ok"] and [c["exit_code"] for c in data["commands"]] == [0, 0, 0, 0]
         assert "Successfully installed inflection" in (record.parent / "prepare-3.log").read_text()
-        attempts = json.loads((record.parent / "attempts.json").read_text())
+        attempts = json.loads((record.parent / "metadata.json").read_text())["attempts"]
         assert len(attempts) == 2  # two attempts, one prepare
         hits.append(data["cache_hit"])
         key = data["cache_key"]

@@ -84,6 +84,14 @@ def _assert_every_case_once(home: Path, run_id: str, total: int) -> None:
         assert (Path(folder) / "answer.txt").read_text() == ANSWER
         meta = json.loads((Path(folder) / "metadata.json").read_text())
         assert meta["outcome"] == "succeeded" and meta["input_tokens"] == 12
+        assert [a["status"] for a in meta["attempts"]] == ["completed"]
+        # a text case's files: no checks (it has none), no patch, the attempts in metadata
+        assert sorted(p.name for p in Path(folder).iterdir()) == [
+            "answer.txt",
+            "metadata.json",
+            "transcript.jsonl",
+            "turns.json",
+        ]
 
 
 def test_a_text_run_writes_each_case_once_with_its_scores_and_evidence(

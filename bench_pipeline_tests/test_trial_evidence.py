@@ -36,7 +36,6 @@ def _evidence_folder(tmp: Path) -> Path:
     (folder / "turns.json").write_text(json.dumps(turns))
     (folder / "answer.txt").write_text(ANSWER)
     (folder / "checks.json").write_text(json.dumps([{"id": "AC-1", "status": "passed"}]))
-    (folder / "attempts.json").write_text(json.dumps([{"attempt": 1, "status": "completed"}]))
     (folder / "metadata.json").write_text('{"output_tokens": 9, "cut sho')  # cut by a cap
     return folder
 
@@ -63,9 +62,9 @@ def test_file_fields_read_as_the_folder_holds_them(tmp_path: Path) -> None:
     assert evidence.answer == ANSWER
     assert evidence.turns[0]["response"] == ANSWER
     assert evidence.checks == [{"id": "AC-1", "status": "passed"}]
-    assert evidence.attempts == [{"attempt": 1, "status": "completed"}]
     assert evidence.patch is None  # no changes.patch: a text task's evidence has none
     assert evidence.metadata == {}  # JSON cut short by the evidence cap reads as empty
+    assert evidence.attempts == []  # (the attempts are metadata's: as cut short)
     # read once: the value a scorer saw stays the trial's, whatever happens to the file
     (folder / "answer.txt").write_text("changed")
     assert evidence.answer == ANSWER
@@ -89,3 +88,20 @@ def test_given_fields_are_used_as_given_and_no_folder_is_read_without_from_files
     assert fields == (None, None, [], {}) and _opened == []
     hand_built.turns.append({"turn": 1})  # a mutable default is the instance's own
     assert hand_built.turns == [{"turn": 1}] and trial(text_task(), folder).turns == []
+
+
+def test_the_attempts_are_the_metadata_files_and_a_text_case_writes_no_checks(
+    tmp_path: Path,
+) -> None:
+    folder = _evidence_folder(tmp_path)
+    attempts = [{"attempt": 1, "status": "failed"}, {"attempt": 2, "status": "completed"}]
+    (folder / "metadata.json").write_text(
+        json.dumps({"outcome": "succeeded", "attempts": attempts})
+    )
+    (folder / "checks.json").unlink()
+    evidence = trial(text_task(), folder, from_files=True)
+    assert evidence.attempts == attempts
+    assert evidence.checks == []  # no checks.json: the task has no checks
+    assert evidence.metadata["attempts"] == attempts
+    (folder / "metadata.json").write_text(json.dumps({"attempts": {"not": "a list"}}))
+    assert trial(text_task(), folder, from_files=True).attempts == []

@@ -133,7 +133,6 @@ def trial_evidence(folder: Path, commands: dict[str, list[str]]) -> dict[str, An
         for t in _json(folder / "turns.json", files, [])
         if isinstance(t, dict)
     ]
-    attempts = _bounded(_json(folder / "attempts.json", files, []))
     return {
         "diff": diff,
         "diff_cut": diff_cut,
@@ -141,7 +140,6 @@ def trial_evidence(folder: Path, commands: dict[str, list[str]]) -> dict[str, An
         "events_total": total_events,
         "checks": checks,
         "turns": turns,
-        "attempts": attempts,
     }
 
 

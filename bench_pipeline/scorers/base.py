@@ -61,16 +61,21 @@ _UNREAD: Any = type("_Unread", (), {"__repr__": lambda self: "<unread>"})()
 
 
 class EvidenceFile:
-    """A TrialEvidence field held in one file of the trial's evidence folder.
+    """A TrialEvidence field held in one file of the trial's evidence folder (or one key of
+    the JSON object in it).
 
     Given to the constructor, it is that value. Not given, it is the file's content when the
     evidence was made `from_files` (read on first access, once: a scorer reads one or two of
-    the six files, and opening the others was most of a text case's scoring), else empty.
-    A missing file (a text task has no changes.patch) reads as empty, and JSON cut short by
-    the evidence cap as empty too: what a reader of the folder sees."""
+    the files, and opening the others was most of a text case's scoring), else empty.
+    A missing file (a text task has no changes.patch nor checks.json) reads as empty, and so
+    do JSON cut short by the evidence cap and JSON of another shape: what a reader of the
+    folder sees."""
 
-    def __init__(self, filename: str, kind: type[str] | type[list] | type[dict]) -> None:
-        self.filename, self.kind = filename, kind
+    def __init__(
+        self, filename: str, kind: type[str] | type[list] | type[dict], key: str | None = None
+    ) -> None:
+        # `key`: the field is that key of the file's JSON object (the attempts are metadata's)
+        self.filename, self.kind, self.key = filename, kind, key
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_{name}"
@@ -98,9 +103,12 @@ class EvidenceFile:
         if self.kind is str:
             return text
         try:
-            return json.loads(text) if text else self._empty()
+            value = json.loads(text) if text else self._empty()
         except ValueError:  # cut by the evidence cap (metadata says so)
             return self._empty()
+        if self.key is not None:
+            value = value.get(self.key) if isinstance(value, dict) else None
+        return value if isinstance(value, self.kind) else self._empty()
 
 
 @dataclass
@@ -123,7 +131,8 @@ class TrialEvidence:
     turns: list[dict[str, Any]] = EvidenceFile("turns.json", list)
     # the final attempt's check results
     checks: list[dict[str, Any]] = EvidenceFile("checks.json", list)
-    attempts: list[dict[str, Any]] = EvidenceFile("attempts.json", list)
+    # every attempt's status, error and usage
+    attempts: list[dict[str, Any]] = EvidenceFile("metadata.json", list, key="attempts")
     cost_usd: float | None = None
     duration_seconds: float | None = None
     metadata: dict[str, Any] = EvidenceFile("metadata.json", dict)
