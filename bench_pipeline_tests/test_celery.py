@@ -178,3 +178,27 @@ def test_celery_workers_match_in_process_run(
     assert len(got) == len(CONFIGS) and set(got["config_id"]) == set(CONFIGS)
     assert list(got["trials"]) == [2 * REPETITIONS] * len(CONFIGS)
     assert got.equals(expected), f"celery:\n{got}\nin-process:\n{expected}"
+
+
+def test_the_orchestrating_loop_looks_for_finished_steps_every_step_poll() -> None:
+    """dagster-celery's loop sleeps its module's TICK_SECONDS between looks at the submitted
+    steps (a second, no setting); bench's celery definitions set it to STEP_POLL_SECONDS. The
+    pinned dagster-celery must still read that constant where it sleeps, or the setting is
+    silently ignored."""
+    import ast
+    import inspect
+
+    from dagster_celery import core_execution_loop
+
+    from bench_pipeline.defs.celery import STEP_POLL_SECONDS
+
+    assert core_execution_loop.TICK_SECONDS == STEP_POLL_SECONDS < 1
+    tree = ast.parse(inspect.getsource(core_execution_loop.core_celery_execution_loop))
+    sleeps = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "time.sleep"
+        and [ast.unparse(a) for a in node.args] == ["TICK_SECONDS"]
+    ]
+    assert sleeps, "the loop no longer sleeps TICK_SECONDS: set its new poll interval"

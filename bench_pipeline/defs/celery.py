@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 import dagster as dg
-from dagster_celery import celery_executor
+from dagster_celery import celery_executor, core_execution_loop
 
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.definitions import (
@@ -31,6 +31,14 @@ from bench_pipeline.defs.definitions import (
 from bench_pipeline.defs.partitions import partition_key, trial_partitions
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+
+# How often the process orchestrating a run asks the result backend whether its submitted
+# steps are done. dagster-celery sleeps a second between looks (`TICK_SECONDS`, a module
+# constant, no setting): every step then waits half a second on average after it finished,
+# and a partition's run has two (trials, then scores), the results run one. A look is one
+# GET per running step. (test_celery checks that the pinned dagster-celery's loop reads it.)
+STEP_POLL_SECONDS = 0.05
+core_execution_loop.TICK_SECONDS = STEP_POLL_SECONDS
 
 
 def broker_url() -> str:
