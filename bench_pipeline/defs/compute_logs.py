@@ -51,6 +51,7 @@ class ThreadedComputeLogManager(LocalComputeLogManager):
     def from_config_value(
         cls, inst_data: Any, config_value: dict[str, Any]
     ) -> ThreadedComputeLogManager:
+        # (the parent's names its own class: inherited, dagster.yaml would get Dagster's)
         return cls(inst_data=inst_data, **config_value)
 
     @contextmanager
@@ -105,8 +106,14 @@ def mirrored(stream: IO[Any], path: str) -> Iterator[None]:
 
 
 def _copy(path: str, offset: int, terminal: int, stop: threading.Event) -> None:
-    """Copy what `path` gets past `offset` to `terminal` until `stop`, then the rest."""
-    with open(path, "rb") as source:
+    """Copy what `path` gets past `offset` to `terminal` until `stop`, then the rest. A file
+    that cannot be read (removed under the step) leaves the terminal without the output, never
+    the step without its capture."""
+    try:
+        source = open(path, "rb")  # noqa: SIM115 (closed by the `with` below)
+    except OSError:
+        return
+    with source:
         source.seek(offset)
         writable = True
         while True:
