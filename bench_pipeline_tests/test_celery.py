@@ -73,7 +73,11 @@ def _step_workers(instance, run_id: str) -> dict[str, str]:
 
 
 def test_celery_workers_match_in_process_run(
-    factory: Path, bench_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    factory: Path,
+    bench_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    recwarn: pytest.WarningsRecorder,
 ) -> None:
     if not redis_available():
         pytest.skip("redis-server is not installed (make system-deps installs it)")
@@ -174,6 +178,9 @@ def test_celery_workers_match_in_process_run(
             for w in workers:
                 w.stop()
 
+    # one step task per celery app, not one registration (and a warning) per submitted step
+    duplicates = [w for w in recwarn if w.category.__name__ == "DuplicateTaskNameWarning"]
+    assert not duplicates, duplicates[0].message
     got = _config_table(bench_home, run.run_id)
     assert len(got) == len(CONFIGS) and set(got["config_id"]) == set(CONFIGS)
     assert list(got["trials"]) == [2 * REPETITIONS] * len(CONFIGS)
@@ -202,3 +209,45 @@ def test_the_orchestrating_loop_looks_for_finished_steps_every_step_poll() -> No
         and [ast.unparse(a) for a in node.args] == ["TICK_SECONDS"]
     ]
     assert sleeps, "the loop no longer sleeps TICK_SECONDS: set its new poll interval"
+
+
+def test_the_executor_registers_its_step_task_once_per_app() -> None:
+    """dagster-celery's executor asks `tasks.create_task(app)` for the step task of every step it
+    submits; with bench's celery definitions loaded that is one task per app, registered once,
+    so Celery has no duplicate registration to warn about. The executor must still look the
+    function up in `dagster_celery.tasks` when it submits, or the fix is silently bypassed."""
+    import ast
+    import inspect
+    import warnings
+
+    celery = pytest.importorskip("celery")
+    from dagster_celery import executor, tasks
+
+    import bench_pipeline.defs.celery as dc
+
+    app = celery.Celery("bench-test", broker="memory://", backend="cache+memory://")
+    other = celery.Celery("bench-test-2", broker="memory://", backend="cache+memory://")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = tasks.create_task(app)
+        assert first.name == "execute_plan"  # (the app is finalized: the task is registered)
+        again = tasks.create_task(app)
+        elsewhere = tasks.create_task(other)
+    assert again is first and elsewhere is not first
+    assert not [w for w in caught if w.category.__name__ == "DuplicateTaskNameWarning"]
+    assert tasks.create_task is dc.create_plan_task_once
+
+    tree = ast.parse(inspect.getsource(executor._submit_task))
+    imports = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "dagster_celery.tasks"
+        and [a.name for a in node.names] == ["create_task"]
+    ]
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "create_task"
+    ]
+    assert imports and calls, "_submit_task no longer imports create_task when it runs"

@@ -15,10 +15,12 @@ broker). Workers must be started against the same broker, e.g. with
 # No `from __future__ import annotations` here: Dagster reads types from real annotations.
 
 import os
+import weakref
 from typing import Any
 
 import dagster as dg
 from dagster_celery import celery_executor, core_execution_loop
+from dagster_celery import tasks as dagster_celery_tasks
 
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.definitions import (
@@ -39,6 +41,28 @@ DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 # GET per running step. (test_celery checks that the pinned dagster-celery's loop reads it.)
 STEP_POLL_SECONDS = 0.05
 core_execution_loop.TICK_SECONDS = STEP_POLL_SECONDS
+
+# dagster-celery's executor makes its step task anew for every step it submits
+# (`executor._submit_task` calls `tasks.create_task(app)` each time), and Celery >= 5.5 warns on
+# every registration of a name after the first (DuplicateTaskNameWarning: a new closure under
+# "execute_plan"), keeping the first. One task per app says the same without a warning per step
+# in the orchestrating process's log. (`_submit_task` imports create_task when it runs, so it
+# finds this one; test_celery checks that it still does.)
+_create_plan_task = dagster_celery_tasks.create_task
+_plan_tasks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def create_plan_task_once(celery_app: Any, **task_kwargs: Any) -> Any:
+    """dagster-celery's `create_task`, registered once per app (with options: every time)."""
+    if task_kwargs:
+        return _create_plan_task(celery_app, **task_kwargs)
+    task = _plan_tasks.get(celery_app)
+    if task is None:
+        task = _plan_tasks[celery_app] = _create_plan_task(celery_app)
+    return task
+
+
+dagster_celery_tasks.create_task = create_plan_task_once
 
 
 def broker_url() -> str:
