@@ -25,6 +25,9 @@ TIMEOUT_MS = 60_000
 
 @pytest.fixture()
 def browser(tmp_path: Path) -> Iterator[object]:
+    """Headless Chromium. Tests ask for it once their `bench` runs are done: playwright's sync
+    API keeps an asyncio loop running in this thread, and a Dagster run inside it cannot close
+    its own loop (Dagster's cleanup then leaves a coroutine never awaited)."""
     chromium = _chromium()
     if chromium is None:
         pytest.skip("chromium is not installed (make system-deps installs Debian's chromium)")
@@ -85,7 +88,7 @@ def _frontier(table: pd.DataFrame, x: str) -> str:
 
 
 def test_demo_report_explorer_offline(
-    factory: Path, bench_home: Path, tmp_path: Path, browser
+    factory: Path, bench_home: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     code, _, err = run_bench(
         "run", str(factory / "launches" / "demo.yaml"), "--quiet", home=bench_home
@@ -97,7 +100,7 @@ def test_demo_report_explorer_offline(
     html = _report(bench_home, tmp_path / "report.html")
     assert "://" not in html.replace("\\/", "/").replace(":\\/\\/", "")
 
-    page, requests = _open_offline(browser, html)
+    page, requests = _open_offline(request.getfixturevalue("browser"), html)
     _no_horizontal_scroll(page)
 
     # A failed cell -> its trials -> one trial: diff, check exit code and output, cost.
@@ -183,7 +186,11 @@ def test_demo_report_explorer_offline(
 
 
 def test_text_suite_report_shows_turns(
-    factory: Path, bench_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser
+    factory: Path,
+    bench_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.setenv("SUPPORT_BOT_KEY", "support-key-123456")
     answers: list[str] = []
@@ -219,7 +226,7 @@ def test_text_suite_report_shows_turns(
         )
         assert code == 0, err
     html = _report(bench_home, tmp_path / "support.html")
-    page, requests = _open_offline(browser, html)
+    page, requests = _open_offline(request.getfixturevalue("browser"), html)
     page.locator("td.cell[data-task=change-billing-email]").first.click()
     page.locator("#cell-trials tr.trialrow").first.click()
     turns = page.locator("#trial-turns .turn")
