@@ -217,23 +217,32 @@ def test_the_executor_registers_its_step_task_once_per_app() -> None:
     so Celery has no duplicate registration to warn about. The executor must still look the
     function up in `dagster_celery.tasks` when it submits, or the fix is silently bypassed."""
     import ast
+    import gc
     import inspect
     import warnings
+    import weakref
 
     celery = pytest.importorskip("celery")
     from dagster_celery import executor, tasks
 
     import bench_pipeline.defs.celery as dc
 
-    app = celery.Celery("bench-test", broker="memory://", backend="cache+memory://")
+    # (made first: Celery itself holds on to the app made last, its "current" one)
     other = celery.Celery("bench-test-2", broker="memory://", backend="cache+memory://")
+    app = celery.Celery("bench-test", broker="memory://", backend="cache+memory://")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = tasks.create_task(app)
         assert first.name == "execute_plan"  # (the app is finalized: the task is registered)
         again = tasks.create_task(app)
         elsewhere = tasks.create_task(other)
+        assert elsewhere.name == "execute_plan"
     assert again is first and elsewhere is not first
+    # the task goes with its app: nothing here keeps the app of a finished run alive
+    ref = weakref.ref(other)
+    del other, elsewhere
+    gc.collect()
+    assert ref() is None
     assert not [w for w in caught if w.category.__name__ == "DuplicateTaskNameWarning"]
     assert tasks.create_task is dc.create_plan_task_once
 

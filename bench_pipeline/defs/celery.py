@@ -15,7 +15,6 @@ broker). Workers must be started against the same broker, e.g. with
 # No `from __future__ import annotations` here: Dagster reads types from real annotations.
 
 import os
-import weakref
 from typing import Any
 
 import dagster as dg
@@ -47,18 +46,20 @@ core_execution_loop.TICK_SECONDS = STEP_POLL_SECONDS
 # every registration of a name after the first (DuplicateTaskNameWarning: a new closure under
 # "execute_plan"), keeping the first. One task per app says the same without a warning per step
 # in the orchestrating process's log. (`_submit_task` imports create_task when it runs, so it
-# finds this one; test_celery checks that it still does.)
+# finds this one; test_celery checks that it still does.) The task is kept on its app, so it
+# goes with the app (dagster-celery makes one per run); a table of apps here would keep them.
 _create_plan_task = dagster_celery_tasks.create_task
-_plan_tasks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_PLAN_TASK = "_bench_execute_plan_task"
 
 
 def create_plan_task_once(celery_app: Any, **task_kwargs: Any) -> Any:
     """dagster-celery's `create_task`, registered once per app (with options: every time)."""
     if task_kwargs:
         return _create_plan_task(celery_app, **task_kwargs)
-    task = _plan_tasks.get(celery_app)
+    task = getattr(celery_app, _PLAN_TASK, None)
     if task is None:
-        task = _plan_tasks[celery_app] = _create_plan_task(celery_app)
+        task = _create_plan_task(celery_app)
+        setattr(celery_app, _PLAN_TASK, task)
     return task
 
 
