@@ -18,7 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench_pipeline.runs.derived import DERIVED_TABLES, compute_derived, store_derived
+from bench_pipeline.runs.derived import (
+    DERIVED_TABLES,
+    STORE_BESIDE,
+    compute_derived,
+    store_derived,
+)
 from bench_pipeline.warehouse.store import Warehouse
 from bench_pipeline_tests import previous_route as reference
 
@@ -401,12 +406,12 @@ def test_the_cached_route_equals_the_previous_one_fresh_cached_and_after_a_resco
     assert not cache.exists()
 
     fresh = compute_derived(wh, RUN, baseline_run_id=BASE)  # builds both runs' caches
-    assert CACHED not in fresh.timings and "store the per-trial cache" in fresh.timings
+    assert CACHED not in fresh.timings and STORE_BESIDE in fresh.timings
     assert cache.exists() and (wh.root / layout.per_trial_cache(BASE)).exists()
     _equal_to_previous(wh, fresh)
 
     cached = compute_derived(wh, RUN, baseline_run_id=BASE)
-    assert CACHED in cached.timings and "store the per-trial cache" not in cached.timings
+    assert CACHED in cached.timings and STORE_BESIDE not in cached.timings
     _equal_to_previous(wh, cached)
 
     # a rescore that fails every checks score of cfg-1's first repetition: new files, a new key
@@ -447,6 +452,30 @@ def test_the_cached_per_trial_rows_are_the_computed_ones(tmp_path: Path) -> None
             assert got.tolist() == values.tolist(), name
         else:
             np.testing.assert_array_equal(got, values, err_msg=name)  # (NaN equals NaN)
+
+
+def test_the_cache_is_written_beside_the_analysis_not_before_it(tmp_path: Path) -> None:
+    """With a writer thread, per_trial_results hands back the rows while the cache's file is
+    still to be written (the writer held busy here), and the file that lands is the rows."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench_pipeline.runs.derived import per_trial_results
+    from bench_pipeline.warehouse import layout
+
+    wh = _warehouse(tmp_path, "partition", seed=11, run_id=RUN, reps=4)
+    cache = wh.root / layout.per_trial_cache(RUN)
+    release = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        writer.submit(release.wait)  # the writer's one thread is busy until released
+        timings: dict[str, float] = {}
+        fresh, _ = per_trial_results(wh, RUN, timings, writer=writer)
+        assert not cache.exists() and STORE_BESIDE not in timings
+        release.set()
+    assert cache.exists() and STORE_BESIDE in timings
+    cached, _ = per_trial_results(wh, RUN, timings)
+    assert CACHED in timings
+    pd.testing.assert_frame_equal(cached, fresh, check_exact=True)
 
 
 def _stale_by_replacing_a_score_file(wh: Warehouse) -> None:

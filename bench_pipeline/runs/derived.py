@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -490,16 +491,26 @@ def write_per_trial_cache(
     key: str,
     per_trial: pd.DataFrame,
     cells: ConfigCells | None = None,
-) -> Path | None:
+    *,
+    writer: Executor | None = None,
+    timings: dict[str, float] | None = None,
+) -> Callable[[], Path | None]:
     """Store `per_trial` (with its scorer catalog, and its config x task sums `cells` when
     given) under `key`, atomically (temp file, then rename). One record batch whose numeric
     columns are the frame's own buffers (no copy while writing) and whose floats keep NaN as
     NaN (no validity bitmap): reading it back maps the file's pages into the frame (zero-copy),
-    so a column no table touches costs no memory. None when it cannot be written (logged):
-    the next analysis reads the files again."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
+    so a column no table touches costs no memory.
 
+    The batch is built here; the file is written here, or on `writer`'s thread when given
+    (writing ~140 MB at a million trials is the kernel copying pages, ~0.25 s, while Arrow
+    holds no GIL: the derived tables go on meanwhile). Returns what waits for the write: the
+    cache's path, or None when it could not be written (logged: the next analysis reads the
+    files again). `timings` gets how long building the batch took (STORE_BATCH) and, once
+    it is written, how long writing the file took (STORE_FILE, or STORE_BESIDE on `writer`)."""
+    import pyarrow as pa
+
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
     target = warehouse.root / layout.per_trial_cache(run_id)
     try:
         target.parent.mkdir(
@@ -511,17 +522,46 @@ def write_per_trial_cache(
         if cells is not None:
             extra[_CELLS_FIELD] = cells.to_json().encode()
         schema = schema.with_metadata({**(schema.metadata or {}), **extra})
+        # (built before the tables run: its numeric columns are the frame's buffers, which
+        # no table writes to, and the rest are copies)
         batch = pa.RecordBatch.from_arrays(
             [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
         )
-        with replacing(target) as tmp, ipc.new_file(str(tmp), schema) as writer:
-            writer.write_batch(batch)
     except (OSError, pa.ArrowException, TypeError, ValueError) as exc:
-        # (a cache is an optimisation: a column Arrow cannot hold, a read-only or full
-        # disk, leave the analysis as it was and the next one reads the files again)
-        log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
-        return None
-    return target
+        return _not_cached(run_id, exc)
+    timings[STORE_BATCH] = time.perf_counter() - start
+    label = STORE_FILE if writer is None else STORE_BESIDE
+
+    def write() -> Path | None:
+        import pyarrow.ipc as ipc
+
+        start = time.perf_counter()
+        try:
+            with replacing(target) as tmp, ipc.new_file(str(tmp), schema) as file:
+                file.write_batch(batch)
+        except (OSError, pa.ArrowException) as exc:
+            return _not_cached(run_id, exc)()
+        timings[label] = time.perf_counter() - start  # (one key: safe from another thread)
+        return target
+
+    if writer is None:
+        written = write()
+        return lambda: written
+    return writer.submit(write).result
+
+
+# The timings of the per-trial cache's store: building its record batch, then writing the file
+# in line, or on the analysis's writer thread while the tables are computed (not on the way).
+STORE_BATCH = "per-trial cache: its record batch"
+STORE_FILE = "store the per-trial cache"
+STORE_BESIDE = "store the per-trial cache (beside the tables, not in the total)"
+
+
+def _not_cached(run_id: str, exc: Exception) -> Callable[[], None]:
+    # (a cache is an optimisation: a column Arrow cannot hold, a read-only or full disk,
+    # leave the analysis as it was and the next one reads the files again)
+    log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
+    return lambda: None
 
 
 def _arrow_column(values: pd.Series, kind: pa.DataType) -> pa.Array:
@@ -549,12 +589,17 @@ def _plain(value: object) -> object:
 
 
 def per_trial_results(
-    warehouse: Warehouse, run_id: str, timings: dict[str, float] | None = None
+    warehouse: Warehouse,
+    run_id: str,
+    timings: dict[str, float] | None = None,
+    *,
+    writer: Executor | None = None,
 ) -> tuple[pd.DataFrame, ConfigCells] | None:
     """The run's per-trial results (`derived_per_trial`'s, without PER_TRIAL_UNUSED) and their
     config x task sums (`results.config_cells`): read from the per-trial cache when it was
     built from the run's current trial and score files, else computed from them and stored
-    for the next analysis. None when the run has no trials."""
+    for the next analysis (on `writer`'s thread when given: the caller waits for it, e.g. by
+    shutting `writer` down). None when the run has no trials."""
     timings = {} if timings is None else timings
     start = time.perf_counter()
     for attempt in range(3):
@@ -579,8 +624,11 @@ def per_trial_results(
     per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
     cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     start = time.perf_counter()
-    if write_per_trial_cache(warehouse, run_id, key, per_trial, cells) is not None:
-        timings["store the per-trial cache"] = time.perf_counter() - start
+    written = write_per_trial_cache(
+        warehouse, run_id, key, per_trial, cells, writer=writer, timings=timings
+    )
+    if writer is None:
+        written()
     return per_trial, cells
 
 
@@ -635,14 +683,44 @@ def compute_derived(
 ) -> Derived:
     from bench_pipeline.warehouse.columns import system_memory_pool
 
+    # the per-trial caches are written while the tables are computed; the analysis returns
+    # once they are on disk (or logged as not written), as if they were written in line
+    writer = _CacheWrites()
     with system_memory_pool():
-        return _compute_derived(
-            warehouse,
-            run_id,
-            baseline_run_id=baseline_run_id,
-            use_pinned_baseline=use_pinned_baseline,
-            chart_dir=chart_dir,
-        )
+        try:
+            derived = _compute_derived(
+                warehouse,
+                run_id,
+                baseline_run_id=baseline_run_id,
+                use_pinned_baseline=use_pinned_baseline,
+                chart_dir=chart_dir,
+                writer=writer,
+            )
+        finally:
+            start = time.perf_counter()
+            writer.wait()
+        if writer.futures:
+            derived.timings["wait for the per-trial cache"] = time.perf_counter() - start
+        return derived
+
+
+class _CacheWrites(ThreadPoolExecutor):
+    """One thread for the per-trial cache writes of an analysis; `wait` raises what a write
+    raised (a failure the write logs and tolerates is not raised: it returned None)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="per-trial-cache")
+        self.futures: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future = super().submit(fn, *args, **kwargs)
+        self.futures.append(future)
+        return future
+
+    def wait(self) -> None:
+        self.shutdown(wait=True)
+        for future in self.futures:
+            future.result()
 
 
 def _compute_derived(
@@ -652,6 +730,7 @@ def _compute_derived(
     baseline_run_id: str | None,
     use_pinned_baseline: bool,
     chart_dir: Path | None,
+    writer: Executor,
 ) -> Derived:
     import pandas as pd
 
@@ -659,7 +738,7 @@ def _compute_derived(
 
     timings: dict[str, float] = {}
     run = load_run(run_id, warehouse)
-    results = per_trial_results(warehouse, run_id, timings)
+    results = per_trial_results(warehouse, run_id, timings, writer=writer)
     if results is None:
         raise LookupError(f"run {run_id} has no trials yet")
     # per-(config, task) sums: the config table, the table by tag and the grid start from them
@@ -697,7 +776,7 @@ def _compute_derived(
         else:
 
             def baseline_side() -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-                base = per_trial_results(warehouse, base_id)
+                base = per_trial_results(warehouse, base_id, writer=writer)
                 if base is None:
                     return None, None
                 bpt, b_cells = base
