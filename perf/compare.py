@@ -14,7 +14,9 @@ the commit, `git apply` of the patch, the grader, `rm -rf` of the workspace. ben
 measurement runs floor, bench, floor back to back (the floor's figure is the mean of the two,
 which cancels a drift in the machine's load), so a noisy machine hits both alike; the
 same-round ratio is what counts, and its median over rounds is printed. CPU seconds of all
-descendants are printed next to wall time: on a shared machine they move far less. The fit
+descendants are printed next to wall time: on a shared machine they move far less. With
+`--isolation sandbox` they are the machine's busy seconds instead (`warm_server.busy_cpu`: no
+rusage sees a sandboxed process's CPU), so nothing else should run meanwhile. The fit
 runs N = 1, <tasks> and <tasks> x <reps> trials of each and solves
 wall = fixed + N x per_trial (and the same for CPU) by least squares over every round's points.
 
@@ -264,16 +266,19 @@ class Homes:
 def children_cpu() -> float:
     """CPU seconds (user + system) of every reaped descendant so far: xargs, bash, git and the
     graders for the floor; bench, its trials' git and graders for bench. Unlike wall time it
-    barely moves when other work competes for the cores."""
+    barely moves when other work competes for the cores. Blind to sandboxed processes (see
+    `warm_server.busy_cpu`)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def measured(fn: Callable[[], float]) -> tuple[float, float]:
-    """(wall, cpu) of one measurement."""
-    before = children_cpu()
+def measured(
+    fn: Callable[[], float], cpu: Callable[[], float] = children_cpu
+) -> tuple[float, float]:
+    """(wall, cpu) of one measurement, the CPU by `cpu`'s count."""
+    before = cpu()
     wall = fn()
-    return wall, children_cpu() - before
+    return wall, cpu() - before
 
 
 def _jobs(jobs: int) -> str:
@@ -315,8 +320,13 @@ def main() -> None:
         homes = Homes(tmpdir / "homes")
         scripts = {s: floor_scripts(fx, tmpdir / "floor", *s) for s in sizes}
 
+        # Sandboxed graders' CPU reaches no rusage of ours: then the machine's busy time is
+        # counted for both (and a served run's is in it, the server's child's included).
+        sandboxed = args.isolation == "sandbox"
+        cpu_count = warm_server.busy_cpu if sandboxed else children_cpu
+
         def floor(size: tuple[int, int], jobs: int) -> tuple[float, float]:
-            return measured(lambda: time_plain(scripts[size], jobs))
+            return measured(lambda: time_plain(scripts[size], jobs), cpu_count)
 
         served = tmpdir / "served-home" if args.serve else None
         server = None
@@ -329,12 +339,14 @@ def main() -> None:
 
         def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             if served is not None and server is not None:
-                before = reaped_cpu(server.pid)
-                wall, cpu = measured(lambda: time_bench(fx, served, size[0], size[1], jobs))
-                return wall, cpu + served_cpu(server.pid, before)
+                before = 0.0 if sandboxed else reaped_cpu(server.pid)
+                wall, cpu = measured(
+                    lambda: time_bench(fx, served, size[0], size[1], jobs), cpu_count
+                )
+                return wall, cpu + (0.0 if sandboxed else served_cpu(server.pid, before))
             home = homes.new()
             try:
-                return measured(lambda: time_bench(fx, home, size[0], size[1], jobs))
+                return measured(lambda: time_bench(fx, home, size[0], size[1], jobs), cpu_count)
             finally:
                 homes.drop(home)
 

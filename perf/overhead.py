@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import os
 import shlex
 import statistics
 import subprocess
@@ -97,24 +96,12 @@ def plain_scripts(example: Path, work: Path, repeats: int) -> list[Path]:
 Timing = tuple[float, float]  # (wall seconds, CPU seconds) of one measurement
 
 
-def busy_cpu() -> float:
-    """CPU seconds every process of the machine has run so far (/proc/stat's first line:
-    user, nice, system, irq and softirq; not idle, iowait or the hypervisor's steal).
-
-    Not this process's rusage: a process in bubblewrap's PID namespace is reaped by
-    bubblewrap's own init, and bubblewrap exits without waiting for that init (strace: its
-    exit_group comes first), so the CPU of every sandboxed agent and grader would be missing
-    from it. Run the script on an otherwise idle machine: whatever else runs is counted too."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
 def measured(fn: Callable[[], float]) -> Timing:
-    """`fn`'s wall time and the machine's CPU time meanwhile."""
-    before = busy_cpu()
+    """`fn`'s wall time and the machine's CPU time meanwhile (`warm_server.busy_cpu`: the
+    demo's agents and graders run sandboxed)."""
+    before = warm_server.busy_cpu()
     wall = fn()
-    return wall, busy_cpu() - before
+    return wall, warm_server.busy_cpu() - before
 
 
 def time_plain(scripts: list[Path], parallel: int) -> float:

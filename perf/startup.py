@@ -9,7 +9,10 @@ Each round runs, in a fresh process each and interleaved so machine noise hits a
 --hard` to the task's base, `git apply` of the reference patch, the task's check) and
 `bench run` of one task × one `reference` config × 1 repetition in a BENCH_HOME reused across
 rounds (a warm machine: one uncounted warm-up run first). Printed: medians over the rounds,
-the same-round differences and ratios, and the harness's peak RSS (VmHWM) in the run.
+the same-round differences and ratios, the machine's CPU seconds during each command
+(`warm_server.busy_cpu`: the run's grader is sandboxed, and no rusage sees a sandboxed
+process's CPU; run it on an otherwise idle machine), and the harness's peak RSS (VmHWM) in
+the run.
 `--tree` measures another checkout of the code (e.g. an older commit unpacked with
 `git archive`) with the same interpreter and packages. `--serve` also starts `bench serve`
 (a warm process, bench_pipeline/cli/serve.py) for each checkout that has it and times the
@@ -22,7 +25,6 @@ import argparse
 import atexit
 import os
 import re
-import resource
 import shlex
 import statistics
 import subprocess
@@ -34,9 +36,8 @@ from pathlib import Path
 from warm_server import (  # perf/ is sys.path[0]
     ENTRY,
     ENTRY_WITH_PEAK_RSS,
+    busy_cpu,
     python_c,
-    reaped_cpu,
-    served_cpu,
     start_server,
 )
 
@@ -90,8 +91,11 @@ def floor_script(example: Path, work: Path, tree: Path) -> Path:
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str, float]:
-    """(wall seconds, stderr, CPU seconds of the process tree: user + system)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(wall seconds, stderr, the machine's CPU seconds meanwhile). The machine's, not the
+    process tree's rusage: the run's grader is sandboxed, and no rusage of ours sees the CPU
+    of a sandboxed process (`warm_server.busy_cpu`); a served command's is the server's
+    child's, which this counts as well."""
+    before = busy_cpu()
     start = time.perf_counter()
     # From a neutral folder: `python -c` puts the working directory first on sys.path, which
     # would import a checkout found there instead of the one PYTHONPATH names.
@@ -101,9 +105,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str, float]:
         raise SystemExit(
             f"{shlex.join(argv[:4])}... exited {proc.returncode}:\n{proc.stderr[-2000:]}"
         )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, proc.stderr, cpu
+    return elapsed, proc.stderr, busy_cpu() - before
 
 
 def main() -> None:
@@ -122,7 +124,6 @@ def main() -> None:
     args = parser.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     servers: list[subprocess.Popen[bytes]] = []
-    server_of: dict[str, subprocess.Popen[bytes]] = {}
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         tmpdir = Path(tmp)
@@ -159,7 +160,6 @@ def main() -> None:
                 argv = [*python_c(ENTRY, py), "--home", str(served_home), "serve"]
                 servers.append(start_server(argv, served_home, env))
                 atexit.register(servers[-1].terminate)  # on an error too
-                server_of[str(tree)] = servers[-1]
                 commands["bench run (served)"] = [
                     *python_c(ENTRY, py),
                     "--home",
@@ -180,11 +180,7 @@ def main() -> None:
             # Alternate which checkout goes first, so neither always runs on a cooler machine.
             for tree, env, commands in plans if r % 2 == 0 else reversed(plans):
                 for name, argv in commands.items():
-                    served = server_of.get(tree) if name == "bench run (served)" else None
-                    before = reaped_cpu(served.pid) if served else 0.0
                     elapsed, err, cpu = timed(argv, env)
-                    if served:  # the command's CPU is the server's child's, not the caller's
-                        cpu += served_cpu(served.pid, before)
                     times[tree][name].append(elapsed)
                     cpus[tree][name].append(cpu)
                     if name == "bench run":
@@ -199,9 +195,10 @@ def main() -> None:
             server.wait(timeout=60)
     for tree, _env, _commands in plans:
         report(tree, args.rounds, times[tree], rss[tree])
-        # CPU time is what a loaded, shared machine distorts least.
+        # The machine's busy time while each command ran (a sandboxed grader's CPU reaches no
+        # rusage of ours): work done, not time waited; nothing else should run meanwhile.
         print(
-            "  CPU seconds (user + system, medians): "
+            "  CPU seconds (the machine's, medians): "
             + ", ".join(f"{n} {statistics.median(v):.3f}" for n, v in cpus[tree].items())
         )
     if len(plans) > 1:

@@ -86,6 +86,20 @@ def start_server(argv: list[str], home: Path, env: dict[str, str]) -> subprocess
     return server
 
 
+def busy_cpu() -> float:
+    """CPU seconds every process of the machine has run so far (/proc/stat's first line:
+    user, nice, system, irq and softirq; not idle, iowait or the hypervisor's steal).
+
+    What a measurement that runs sandboxed commands counts instead of rusage: a process in
+    bubblewrap's PID namespace is reaped by bubblewrap's own init, and bubblewrap exits
+    without waiting for that init (strace: its exit_group comes first), so no rusage of ours
+    ever sees the CPU of a sandboxed agent or grader. Whatever else runs on the machine is
+    counted too: measure on an otherwise idle machine."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def reaped_cpu(pid: int) -> float:
     """CPU seconds of the reaped children of `pid` (/proc/<pid>/stat cutime + cstime): a
     served command's, its trials' included, once `bench serve` has collected it."""
