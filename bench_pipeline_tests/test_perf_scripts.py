@@ -89,36 +89,32 @@ def test_overhead_times_the_demo_against_the_plain_loop_served(tmp_path: Path) -
         out,
     )
     assert cpu, out
-    # every figure counts the trials' own processes: the served run's are the server's child's
-    # (not the waiting client's), and sandboxed graders' too (no parent of theirs collects
-    # them: a rusage-based count put the sandboxed demo's bench run below the plain loop)
-    plain_cpu, bench_cpu, layer_cpu = (float(x) for x in cpu.groups())
-    assert plain_cpu > 0.5 and bench_cpu > 0.5 and layer_cpu > 0.5, out
+    # each counts its trials' processes, not only the waiting caller (the served run's are
+    # the server's child's); that sandboxed ones are counted is the next test's
+    assert all(float(x) > 0.5 for x in cpu.groups()), out
 
 
-def test_overhead_counts_the_cpu_of_sandboxed_processes() -> None:
+def test_the_perf_cpu_count_sees_sandboxed_processes() -> None:
     """A process in bubblewrap's PID namespace is collected by bubblewrap's own init, and
     bubblewrap exits without waiting for that init: no rusage of ours sees its CPU (a rusage
-    count gave 0.0 s for this second). The script's count sees it."""
-    import importlib.util
-
+    count gave 0.0 s for this second). `busy_cpu`, which the perf scripts count sandboxed
+    runs by, sees it."""
     from bench_pipeline.workspace.sandbox import bwrap_path, sandbox_available
 
     ok, why = sandbox_available()
     # CI installs bubblewrap (make system-deps): there a missing sandbox is a failure.
     assert ok, f"bubblewrap cannot run here: {why}"
-    sys.path.insert(0, str(ROOT / "perf"))  # (overhead.py imports its neighbour warm_server)
+    sys.path.insert(0, str(ROOT / "perf"))
     try:
-        spec = importlib.util.spec_from_file_location("overhead", ROOT / "perf" / "overhead.py")
-        overhead = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(overhead)
+        import warm_server
     finally:
         sys.path.remove(str(ROOT / "perf"))
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1: pass"
     argv = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--unshare-pid", "--", sys.executable, "-c", spin]
-    _wall, cpu = overhead.measured(lambda: float(subprocess.run(argv, check=True).returncode))
-    assert cpu >= 0.9, cpu  # (its second of CPU; anything else running only adds to it)
+    before = warm_server.busy_cpu()
+    subprocess.run(argv, check=True)
+    assert warm_server.busy_cpu() - before >= 0.9  # (its second; anything else only adds)
 
 
 def test_text_cases_fits_the_per_case_overhead_in_process_and_served() -> None:

@@ -42,12 +42,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import warm_server  # perf/ is sys.path[0]
-from warm_server import reaped_cpu, served_cpu, start_server
+from warm_server import measured, reaped_cpu, served_cpu, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -272,15 +271,6 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measured(
-    fn: Callable[[], float], cpu: Callable[[], float] = children_cpu
-) -> tuple[float, float]:
-    """(wall, cpu) of one measurement, the CPU by `cpu`'s count."""
-    before = cpu()
-    wall = fn()
-    return wall, cpu() - before
-
-
 def _jobs(jobs: int) -> str:
     return f"{jobs} job{'s' if jobs > 1 else ' '}"
 
@@ -339,11 +329,15 @@ def main() -> None:
 
         def bench(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             if served is not None and server is not None:
-                before = 0.0 if sandboxed else reaped_cpu(server.pid)
-                wall, cpu = measured(
-                    lambda: time_bench(fx, served, size[0], size[1], jobs), cpu_count
-                )
-                return wall, cpu + (0.0 if sandboxed else served_cpu(server.pid, before))
+
+                def run() -> float:
+                    return time_bench(fx, served, size[0], size[1], jobs)
+
+                if sandboxed:  # (the machine's count has the server's child in it)
+                    return measured(run, cpu_count)
+                before = reaped_cpu(server.pid)
+                wall, cpu = measured(run, cpu_count)
+                return wall, cpu + served_cpu(server.pid, before)
             home = homes.new()
             try:
                 return measured(lambda: time_bench(fx, home, size[0], size[1], jobs), cpu_count)

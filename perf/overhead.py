@@ -97,11 +97,9 @@ Timing = tuple[float, float]  # (wall seconds, CPU seconds) of one measurement
 
 
 def measured(fn: Callable[[], float]) -> Timing:
-    """`fn`'s wall time and the machine's CPU time meanwhile (`warm_server.busy_cpu`: the
-    demo's agents and graders run sandboxed)."""
-    before = warm_server.busy_cpu()
-    wall = fn()
-    return wall, warm_server.busy_cpu() - before
+    """`fn`'s wall time and the machine's CPU time meanwhile: the demo's agents and graders
+    run sandboxed, where no rusage sees them (`warm_server.busy_cpu`)."""
+    return warm_server.measured(fn, warm_server.busy_cpu)
 
 
 def time_plain(scripts: list[Path], parallel: int) -> float:

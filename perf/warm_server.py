@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 _IMPORT_CONSOLE = """
@@ -98,6 +99,14 @@ def busy_cpu() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(fn: Callable[[], float], cpu: Callable[[], float]) -> tuple[float, float]:
+    """(wall, CPU) of one measurement: what `fn` returns (its wall seconds) and how much the
+    `cpu` count (`busy_cpu`, or a rusage count) grew meanwhile."""
+    before = cpu()
+    wall = fn()
+    return wall, cpu() - before
 
 
 def reaped_cpu(pid: int) -> float:

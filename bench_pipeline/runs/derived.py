@@ -494,7 +494,7 @@ def write_per_trial_cache(
     *,
     writer: Executor | None = None,
     timings: dict[str, float] | None = None,
-) -> Callable[[], Path | None]:
+) -> None:
     """Store `per_trial` (with its scorer catalog, and its config x task sums `cells` when
     given) under `key`, atomically (temp file, then rename). One record batch whose numeric
     columns are the frame's own buffers (no copy while writing) and whose floats keep NaN as
@@ -503,10 +503,10 @@ def write_per_trial_cache(
 
     The batch is built here; the file is written here, or on `writer`'s thread when given
     (writing ~140 MB at a million trials is the kernel copying pages, ~0.25 s, while Arrow
-    holds no GIL: the derived tables go on meanwhile). Returns what waits for the write: the
-    cache's path, or None when it could not be written (logged: the next analysis reads the
-    files again). `timings` gets how long building the batch took (STORE_BATCH) and, once
-    it is written, how long writing the file took (STORE_FILE, or STORE_BESIDE on `writer`)."""
+    holds no GIL: the derived tables go on meanwhile; the caller waits for `writer`). A cache
+    that cannot be built or written is logged and left out: the next analysis reads the files
+    again. `timings` gets how long building the batch took (STORE_BATCH) and, once the file
+    is written, how long that took (STORE_FILE, or STORE_BESIDE on `writer`)."""
     import pyarrow as pa
 
     timings = {} if timings is None else timings
@@ -528,11 +528,12 @@ def write_per_trial_cache(
             [_arrow_column(per_trial[f.name], f.type) for f in schema], schema=schema
         )
     except (OSError, pa.ArrowException, TypeError, ValueError) as exc:
-        return _not_cached(run_id, exc)
+        _not_cached(run_id, exc)
+        return
     timings[STORE_BATCH] = time.perf_counter() - start
     label = STORE_FILE if writer is None else STORE_BESIDE
 
-    def write() -> Path | None:
+    def write() -> None:
         import pyarrow.ipc as ipc
 
         start = time.perf_counter()
@@ -540,14 +541,14 @@ def write_per_trial_cache(
             with replacing(target) as tmp, ipc.new_file(str(tmp), schema) as file:
                 file.write_batch(batch)
         except (OSError, pa.ArrowException) as exc:
-            return _not_cached(run_id, exc)()
+            _not_cached(run_id, exc)
+            return
         timings[label] = time.perf_counter() - start  # (one key: safe from another thread)
-        return target
 
     if writer is None:
-        written = write()
-        return lambda: written
-    return writer.submit(write).result
+        write()
+    else:
+        writer.submit(write)
 
 
 # The timings of the per-trial cache's store: building its record batch, then writing the file
@@ -557,11 +558,10 @@ STORE_FILE = "store the per-trial cache"
 STORE_BESIDE = "store the per-trial cache (beside the tables, not in the total)"
 
 
-def _not_cached(run_id: str, exc: Exception) -> Callable[[], None]:
+def _not_cached(run_id: str, exc: Exception) -> None:
     # (a cache is an optimisation: a column Arrow cannot hold, a read-only or full disk,
     # leave the analysis as it was and the next one reads the files again)
     log.warning("per-trial cache of %s not written (%s): rebuilt next time", run_id, exc)
-    return lambda: None
 
 
 def _arrow_column(values: pd.Series, kind: pa.DataType) -> pa.Array:
@@ -623,12 +623,7 @@ def per_trial_results(
         return None
     per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
     cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
-    start = time.perf_counter()
-    written = write_per_trial_cache(
-        warehouse, run_id, key, per_trial, cells, writer=writer, timings=timings
-    )
-    if writer is None:
-        written()
+    write_per_trial_cache(warehouse, run_id, key, per_trial, cells, writer=writer, timings=timings)
     return per_trial, cells
 
 
@@ -706,7 +701,7 @@ def compute_derived(
 
 class _CacheWrites(ThreadPoolExecutor):
     """One thread for the per-trial cache writes of an analysis; `wait` raises what a write
-    raised (a failure the write logs and tolerates is not raised: it returned None)."""
+    raised (not a failure the write logs and tolerates, which it does not raise)."""
 
     def __init__(self) -> None:
         super().__init__(max_workers=1, thread_name_prefix="per-trial-cache")
