@@ -16,7 +16,8 @@ modules identical to the product's, and a copy that freezes every table's behavi
 Where a table function itself was rewritten for speed, the oracle keeps what it replaced: the
 recommendations below are the pandas version of `results.recommend` (commit 73a2e45), and the
 paired comparison is every config's `paired_comparison` (the general merge-based route), not
-`compare_all`'s fast path; the config table and the table by tag are previous_config_table.py's.
+`compare_all`'s fast path; the config table and the table by tag are previous_config_table.py's;
+the grid's lists of trial ids (cut from Arrow's strings since) are a pandas groupby's.
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ def run_rows(warehouse: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFr
     return trials, scores
 
 
+def trial_ids_by_cell(per_trial: pd.DataFrame, grid: pd.DataFrame) -> list[list[str]]:
+    """Each grid row's trial ids by repetition (ties: row order), as Python lists."""
+    keys = ["task_id", "config_id"]
+    rows = per_trial[[*keys, "repetition", "trial_id"]].astype(
+        {"task_id": object, "config_id": object, "trial_id": object}
+    )
+    rows = rows[rows["task_id"].notna() & rows["config_id"].notna()]
+    rows = rows.sort_values("repetition", kind="stable")
+    lists = rows.groupby(keys, sort=False)["trial_id"].agg(list)
+    return [lists[(t, c)] for t, c in zip(grid["task_id"], grid["config_id"], strict=True)]
+
+
 def derived_tables(
     warehouse: Warehouse,
     run_id: str,
@@ -68,6 +81,7 @@ def derived_tables(
         )
     table = config_table(trials, scores, baseline_table, per_trial=per_trial)
     grid = task_config_grid(trials, scores, per_trial=per_trial)
+    grid["trial_ids"] = trial_ids_by_cell(per_trial, grid)
     recs = recommend(table)
     frontier = pareto_frontier(table)
     by_tag = config_table_by_tag(trials, scores, per_trial=per_trial)

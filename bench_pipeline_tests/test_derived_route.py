@@ -175,6 +175,9 @@ def test_derived_tables_equal_the_previous_implementation(
     assert stored["overall"].tolist() == pytest.approx(
         derived.tables["config_table"]["overall"].tolist(), abs=1e-12
     )
+    # (the grid's lists of trial ids are an Arrow column, written and read back as lists)
+    grid = wh.read("task_grid", run_id)
+    assert [list(ids) for ids in grid["trial_ids"]] == old["task_grid"]["trial_ids"].tolist()
 
 
 KEYED = "read trials, key them by task, config and repetition"

@@ -218,6 +218,8 @@ def test_grid(run):
     assert cell["overall"] == pytest.approx((0.85 + 0.7) / 2)
     assert cell["score_checks"] == pytest.approx(1.0)
     assert cell["trial_ids"] == ["T1/B/1", "T1/B/2"]
+    # one Arrow column of lists, cut from the trial ids' own strings: no Python string per trial
+    assert isinstance(grid["trial_ids"].dtype, pd.ArrowDtype)
     wide = grid_pivot(grid, "passed")
     assert wide.loc["T2", "A"] == "1/2" and wide.loc["T3", "B"] == "1/2"
     assert list(wide.columns) == ["A", "B", "C"]

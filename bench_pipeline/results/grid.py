@@ -5,7 +5,8 @@
 (primary scorer scored), `reps_passed` (primary scorer == 1), `overall` (mean per-trial overall
 over the repetitions), `score_<group>` for every scorer group (mean of scored values over the
 repetitions, e.g. `score_checks`, `score_llm_judge`), `avg_cost_usd` (known costs only),
-`cost_known_reps`, `trial_ids` (list of the trial ids behind the cell, by repetition).
+`cost_known_reps`, `trial_ids` (list of the trial ids behind the cell, by repetition: an Arrow
+list column, `list<item: string>[pyarrow]`, whose values read as Python lists).
 
 `grid_pivot(grid, value="overall")` -> display table: index task_id, one column per config_id.
 `value` is any grid column, or "passed" for "reps_passed/reps" text.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ._common import as_str_series, display_key, score_col, single_run, str_codes
 from .config_table import ConfigCells, catalog_for
@@ -100,9 +102,7 @@ def task_config_grid(
     # trial ids per cell, in repetition order, without a Python loop over rows
     order = rows[np.lexsort((pt["repetition"].to_numpy()[rows], cr))]
     bounds = np.searchsorted(cell[order], np.arange(1, n_cells))
-    # the strings once, then the order (not a reordered copy of the Arrow column first)
-    ids_sorted = pt["trial_id"].to_numpy(dtype=object)[order]
-    out["trial_ids"] = [chunk.tolist() for chunk in np.split(ids_sorted, bounds)][:n_cells]
+    out["trial_ids"] = id_lists(pt["trial_id"], order, bounds, n_cells)
 
     out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)
     for key in keys:
@@ -172,7 +172,7 @@ def _grid_from_cells(
 
 def _trial_ids(
     pt: pd.DataFrame, t_codes: np.ndarray, c_codes: np.ndarray, n_c: int, n_cells: int
-) -> list[list[str]]:
+) -> pd.arrays.ArrowExtensionArray:
     """The trial ids of every grid cell (rows with a task and a config), by repetition (ties:
     row order), cells in grid order."""
     ok = (t_codes >= 0) & (c_codes >= 0)
@@ -200,9 +200,29 @@ def _trial_ids(
     del cell, cell_rank, rep
     if rows is not None:
         order = rows if order is None else rows[order]
-    ids = pt["trial_id"].to_numpy(dtype=object)
-    ids = ids if order is None else ids[order]
-    return [chunk.tolist() for chunk in np.split(ids, bounds)][:n_cells]
+    return id_lists(pt["trial_id"], order, bounds, n_cells)
+
+
+def id_lists(
+    ids: pd.Series, order: np.ndarray | None, bounds: np.ndarray, n_cells: int
+) -> pd.arrays.ArrowExtensionArray:
+    """One list of trial ids per cell: `ids` taken in `order` (None: as they are) and cut at
+    `bounds` (where each cell after the first starts), as one Arrow list column. Arrow's
+    strings are cut where they lie: a Python string per trial (a million of them in a big
+    run) cost more than the rest of the grid, and again when the table is written."""
+    values = pa.array(ids)
+    if isinstance(values, pa.ChunkedArray):  # (a column read from several files)
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    values = values.cast(pa.string())
+    if order is not None:
+        values = values.take(pa.array(order))
+    if n_cells == 0:
+        offsets = np.zeros(1, dtype=np.int32)
+    else:
+        offsets = np.concatenate(([0], bounds, [len(values)])).astype(np.int32)
+    return pd.arrays.ArrowExtensionArray(pa.ListArray.from_arrays(pa.array(offsets), values))
 
 
 def grid_pivot(grid: pd.DataFrame, value: str = "overall") -> pd.DataFrame:

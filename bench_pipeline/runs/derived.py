@@ -801,8 +801,8 @@ def _compute_derived(
         "paired comparison",
         lambda: R.compare_all(trials, scores, per_trial=per_trial),
     )
-    # the grid last of the million-row steps: it keeps a Python string per trial (its trial_ids
-    # lists), and the other steps' temporaries then sit on less
+    # the grid last of the million-row steps: its lists of trial ids are a copy of every id
+    # (Arrow strings, no Python object each), and the other steps' temporaries sit on less
     grid = _timed(
         timings,
         "task grid",

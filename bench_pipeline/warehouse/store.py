@@ -137,11 +137,33 @@ def _to_arrow(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pa.T
 
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if schema is None:
-        return pa.Table.from_pandas(frame, preserve_index=False)
+        return _from_pandas(frame, None)
     for name in schema.names:
         if name not in frame.columns:
             frame[name] = None
-    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+    return _from_pandas(frame[schema.names], schema)
+
+
+def _from_pandas(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Table:
+    """`frame` as an Arrow table whose pandas metadata pandas can read back: a column of an
+    Arrow dtype (e.g. the grid's lists of trial ids) is recorded as an object column, as the
+    same lists held as Python objects would be (pandas cannot parse the name of a nested
+    Arrow dtype, `list<item: string>[pyarrow]`, and a read of the file would fail)."""
+    import json
+
+    import pandas as pd
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    arrow_typed = {str(c) for c in frame.columns if isinstance(frame[c].dtype, pd.ArrowDtype)}
+    meta = table.schema.metadata or {}
+    if not arrow_typed or b"pandas" not in meta:
+        return table
+    pandas_meta = json.loads(meta[b"pandas"])
+    for column in pandas_meta.get("columns", []):
+        if column.get("name") in arrow_typed:
+            column["numpy_type"] = "object"
+    return table.replace_schema_metadata({**meta, b"pandas": json.dumps(pandas_meta).encode()})
 
 
 def _safe(part: str) -> str:
