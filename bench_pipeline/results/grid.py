@@ -102,7 +102,7 @@ def task_config_grid(
     # trial ids per cell, in repetition order, without a Python loop over rows
     order = rows[np.lexsort((pt["repetition"].to_numpy()[rows], cr))]
     bounds = np.searchsorted(cell[order], np.arange(1, n_cells))
-    out["trial_ids"] = id_lists(pt["trial_id"], order, bounds, n_cells)
+    out["trial_ids"] = _id_lists(pt["trial_id"], order, bounds, n_cells)
 
     out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)
     for key in keys:
@@ -200,10 +200,10 @@ def _trial_ids(
     del cell, cell_rank, rep
     if rows is not None:
         order = rows if order is None else rows[order]
-    return id_lists(pt["trial_id"], order, bounds, n_cells)
+    return _id_lists(pt["trial_id"], order, bounds, n_cells)
 
 
-def id_lists(
+def _id_lists(
     ids: pd.Series, order: np.ndarray | None, bounds: np.ndarray, n_cells: int
 ) -> pd.arrays.ArrowExtensionArray:
     """One list of trial ids per cell: `ids` taken in `order` (None: as they are) and cut at
