@@ -578,3 +578,33 @@ def test_a_cache_that_cannot_be_written_leaves_the_analysis_as_it_was(tmp_path: 
         assert CACHED not in derived.timings
         _equal_to_previous(wh, derived, base_id=None)
     assert blocker.read_text() == "not a folder"
+
+
+def test_more_scorer_groups_than_a_code_holds_take_the_general_route() -> None:
+    """The latest cells keep a scorer's group as an int8 code: a batch with more groups than
+    that holds is refused (the caller then takes the general route), never wrapped around."""
+    import pyarrow as pa
+
+    from bench_pipeline.results.scores import LatestCells
+
+    def batch(groups: list[str]) -> pa.RecordBatch:
+        n = len(groups)
+        text = pa.dictionary(pa.int32(), pa.string())
+        return pa.RecordBatch.from_pydict(
+            {
+                "run_id": pa.array(["run"] * n).cast(text),
+                "scorer": pa.array([f"s{i}" for i in range(n)]).cast(text),
+                "scorer_group": pa.array(groups).cast(text),
+                "weight": pa.array([1.0] * n),
+                "status": pa.array(["scored"] * n).cast(text),
+                "value": pa.array([1.0] * n),
+                "cost_usd": pa.array([None] * n, pa.float64()),
+                "scored_at": pa.array([1] * n, pa.timestamp("us", tz="UTC")),
+            }
+        )
+
+    rows = np.zeros(200, dtype=np.int32)
+    cells = LatestCells(1, "run", 200)
+    assert cells.add(batch([f"g{i}" for i in range(127)]), rows[:127])
+    assert not cells.add(batch([f"h{i}" for i in range(5)]), rows[:5])  # 132 groups in all
+    assert LatestCells(1, "run", 200).add(batch([f"g{i}" for i in range(200)]), rows) is False

@@ -591,17 +591,14 @@ class LatestCells:
         cost = _floats(batch.column("cost_usd"))
         weight = _floats(batch.column("weight"))
         g_col = batch.column("scorer_group")
-        g_map = np.array(
-            [
-                -1 if g is None else self.groups.setdefault(g, len(self.groups))
-                for g in g_col.dictionary.to_pylist()
-            ]
-            + [-1],
-            dtype=np.int64,
-        )
+        g_codes = [
+            -1 if g is None else self.groups.setdefault(g, len(self.groups))
+            for g in g_col.dictionary.to_pylist()
+        ]
         if len(self.groups) > _MAX_CODES:
             return False
-        group = g_map[_codes(g_col)]
+        # int8, as the slots hold them: a scatter that casts is several times slower
+        group = np.array([*g_codes, -1], dtype=np.int8)[_codes(g_col)]
         sc_codes = scorer.indices.to_numpy(zero_copy_only=False)  # (no nulls: checked above)
         names = scorer.dictionary.to_pylist()
         for code in np.flatnonzero(np.bincount(sc_codes, minlength=len(names))):
