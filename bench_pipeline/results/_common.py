@@ -109,6 +109,13 @@ def nan_to_none(value: object) -> object:
     return value
 
 
+def first_value(values: pd.Series) -> object:
+    """The first value as a plain Python object (NaN where missing), as `values.astype(object)`
+    would give it, converting that one value only: the whole column of Arrow strings made a
+    Python object per row (~60 ms at a million trials)."""
+    return values.iloc[:1].astype(object).iloc[0]
+
+
 def n_distinct(values: pd.Series) -> int:
     """`values.nunique()`; for integers in a compact range by a bincount, not a hash table
     (a million repetitions numbers: ~15 ms less per call)."""

@@ -48,7 +48,7 @@ import pandas as pd
 
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
-from ._common import first_rows, nan_to_none, single_run, str_codes
+from ._common import first_rows, first_value, nan_to_none, single_run, str_codes
 from .effects import paired_effects
 from .scores import trial_overall
 
@@ -173,11 +173,11 @@ def _pairs(pt, candidate, baseline, candidate_run_id, baseline_run_id, with_ids=
         "excluded",
     ]
     meta = {
-        "candidate_run_id": str(cand["run_id"].astype(object).iloc[0]),
-        "baseline_run_id": str(base["run_id"].astype(object).iloc[0]),
+        "candidate_run_id": str(first_value(cand["run_id"])),
+        "baseline_run_id": str(first_value(base["run_id"])),
         "unpaired_candidate": len(c) - len(pairs),
         "unpaired_baseline": len(b) - len(pairs),
-        "primary_scorer": nan_to_none(cand["primary_scorer"].astype(object).iloc[0]),
+        "primary_scorer": nan_to_none(first_value(cand["primary_scorer"])),
     }
     if not with_ids:
         cols = ["_task", *cols[1:]]

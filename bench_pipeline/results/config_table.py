@@ -49,6 +49,7 @@ from ._common import (
     as_str_series,
     display_key,
     first_rows,
+    first_value,
     n_distinct,
     of_col,
     score_col,
@@ -384,7 +385,7 @@ def finish_cells(
         data[col] = pt[col].iloc[first].astype(object).to_numpy() if len(pt) else None
     if "is_baseline" in pt:
         data["is_baseline"] = agg("baseline") > 0
-    run_id = pt["run_id"].astype(object).iloc[0] if len(pt) else None
+    run_id = first_value(pt["run_id"]) if len(pt) else None
     for key in keys:
         data[key] = as_str_series(key_values[key]).to_numpy()
     p_codes, p_u = str_codes(pt["primary_scorer"])

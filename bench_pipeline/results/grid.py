@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._common import as_str_series, display_key, score_col, single_run, str_codes
+from ._common import as_str_series, display_key, first_value, score_col, single_run, str_codes
 from .config_table import ConfigCells, catalog_for
 from .scores import trial_overall
 
@@ -104,7 +104,7 @@ def task_config_grid(
     bounds = np.searchsorted(cell[order], np.arange(1, n_cells))
     out["trial_ids"] = _id_lists(pt["trial_id"], order, bounds, n_cells)
 
-    out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)
+    out.insert(0, "run_id", first_value(pt["run_id"]) if len(pt) else None)
     for key in keys:
         out[key] = as_str_series(out[key]).to_numpy()
     cols = ["run_id", "task_id", "config_id", "holdout", "reps", "reps_scored", "reps_passed"]
@@ -162,7 +162,7 @@ def _grid_from_cells(
     out["avg_cost_usd"] = mean("cost_sum", "cost_n")
     out["cost_known_reps"] = cs["cost_n"][take].astype(int)
     out["trial_ids"] = _trial_ids(pt, t_codes, c_codes, n_c, n_cells)
-    out.insert(0, "run_id", pt["run_id"].astype(object).iloc[0] if len(pt) else None)
+    out.insert(0, "run_id", first_value(pt["run_id"]) if len(pt) else None)
     for key in ("task_id", "config_id"):
         out[key] = as_str_series(out[key]).to_numpy()
     cols = ["run_id", "task_id", "config_id", "holdout", "reps", "reps_scored", "reps_passed"]
