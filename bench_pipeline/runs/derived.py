@@ -569,10 +569,20 @@ def _arrow_column(values: pd.Series, kind: pa.DataType) -> pa.Array:
     (zero-copy, NaN kept), the rest converted (categoricals: their codes; Arrow-backed
     strings and lists: their own chunks, joined)."""
     import numpy as np
+    import pandas as pd
     import pyarrow as pa
 
     if isinstance(values.dtype, np.dtype) and values.dtype.kind in "fiu":
         return pa.array(values.to_numpy(), type=kind)
+    if isinstance(values.dtype, pd.CategoricalDtype) and pa.types.is_dictionary(kind):
+        # (the codes as they are, -1 as null: a third of the conversion through a table)
+        codes = values.cat.codes.to_numpy()
+        missing = codes < 0
+        indices = pa.array(codes, type=kind.index_type, mask=missing if missing.any() else None)
+        categories = np.asarray(values.cat.categories, dtype=object)
+        return pa.DictionaryArray.from_arrays(
+            indices, pa.array(categories, type=kind.value_type), ordered=kind.ordered
+        )
     array = pa.Table.from_pandas(values.to_frame(), preserve_index=False).column(0)
     if array.type != kind:
         array = array.cast(kind)
