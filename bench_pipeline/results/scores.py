@@ -602,7 +602,8 @@ class LatestCells:
         group = np.array([*g_codes, -1], dtype=np.int8)[_codes(g_col)]
         sc_codes = scorer.indices.to_numpy(zero_copy_only=False)  # (no nulls: checked above)
         names = scorer.dictionary.to_pylist()
-        for code in np.flatnonzero(np.bincount(sc_codes, minlength=len(names))):
+        # (Python ints: a numpy int64 would widen the int32 codes for every comparison)
+        for code in np.flatnonzero(np.bincount(sc_codes, minlength=len(names))).tolist():
             slot = self.slots.get(names[code])
             if slot is None:
                 slot = self.slots[names[code]] = _Slot(self.n, self.rows_total)
