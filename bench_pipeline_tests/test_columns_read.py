@@ -106,3 +106,24 @@ def test_key_rows_maps_each_chunks_dictionary() -> None:
     empty = pa.chunked_array([], type=pa.string())
     assert key_rows(keys, empty)[1].tolist() == [-1] * 7
     assert key_rows(pa.chunked_array([], type=keys.type), values)[1].dtype == np.int32
+
+
+def test_a_frame_with_arrow_columns_is_written_and_read_back(tmp_path: Path) -> None:
+    """A nested Arrow column (the grid's lists of trial ids) reads back as the lists a column
+    of Python lists gives; a flat one keeps its Arrow dtype. (pandas cannot parse a nested
+    Arrow dtype's name in the file's pandas metadata: the read failed before.)"""
+    import pandas as pd
+
+    wh = Warehouse(tmp_path)
+    ids = pa.ListArray.from_arrays(pa.array([0, 1, 3], pa.int32()), pa.array(["a", "b", "c"]))
+    frame = pd.DataFrame(
+        {
+            "n": pd.array([1, 2], dtype="int64[pyarrow]"),
+            "trial_ids": pd.arrays.ArrowExtensionArray(ids),
+        }
+    )
+    wh.write("task_grid", frame, "run-1", "table")
+    back = wh.read("task_grid", "run-1")
+    assert [list(v) for v in back["trial_ids"]] == [["a"], ["b", "c"]]
+    assert back["trial_ids"].dtype == object  # as from a column of Python lists
+    assert str(back["n"].dtype) == "int64[pyarrow]" and back["n"].tolist() == [1, 2]

@@ -145,17 +145,23 @@ def _to_arrow(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pa.T
 
 
 def _from_pandas(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Table:
-    """`frame` as an Arrow table whose pandas metadata pandas can read back: a column of an
-    Arrow dtype (e.g. the grid's lists of trial ids) is recorded as an object column, as the
-    same lists held as Python objects would be (pandas cannot parse the name of a nested
-    Arrow dtype, `list<item: string>[pyarrow]`, and a read of the file would fail)."""
+    """`frame` as an Arrow table whose pandas metadata pandas can read back: a column of a
+    nested Arrow dtype (e.g. the grid's lists of trial ids) is recorded as an object column,
+    as the same lists held as Python objects would be (pandas cannot parse the name of a
+    nested Arrow dtype, `list<item: string>[pyarrow]`, and a read of the file would fail; a
+    flat one, `int64[pyarrow]`, it reads back as it was)."""
     import json
 
     import pandas as pd
     import pyarrow as pa
 
     table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
-    arrow_typed = {str(c) for c in frame.columns if isinstance(frame[c].dtype, pd.ArrowDtype)}
+    arrow_typed = {
+        str(c)
+        for c in frame.columns
+        if isinstance(frame[c].dtype, pd.ArrowDtype)
+        and pa.types.is_nested(frame[c].dtype.pyarrow_dtype)
+    }
     meta = table.schema.metadata or {}
     if not arrow_typed or b"pandas" not in meta:
         return table
