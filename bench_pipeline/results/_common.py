@@ -171,7 +171,8 @@ def as_categorical(values: pd.Series) -> pd.Series:
     return pd.Series(cat, index=values.index, name=values.name)
 
 
-def _arrow_strings(values: pd.Series) -> pa.Array:
+def arrow_strings(values: pd.Series) -> pa.Array:
+    """A string column (categorical, Arrow-backed or objects) as one Arrow string array."""
     arr = pa.Table.from_pandas(pd.DataFrame({"v": values}), preserve_index=False).column(0)
     if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.large_string())
@@ -188,7 +189,7 @@ def lookup_rows(keys: pd.Series, table: pd.Series) -> np.ndarray:
         return np.where(codes >= 0, pos[np.maximum(codes, 0)] if len(pos) else -1, -1)
     if isinstance(table.dtype, pd.CategoricalDtype):
         table = table.astype(object)
-    k, v = _arrow_strings(keys), _arrow_strings(table)
+    k, v = arrow_strings(keys), arrow_strings(table)
     if k.type != v.type:
         k, v = k.cast(pa.large_string()), v.cast(pa.large_string())
     idx = pc.fill_null(pc.index_in(k, value_set=v), -1)

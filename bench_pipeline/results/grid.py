@@ -18,7 +18,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._common import as_str_series, display_key, first_value, score_col, single_run, str_codes
+from ._common import (
+    arrow_strings,
+    as_str_series,
+    display_key,
+    first_value,
+    score_col,
+    single_run,
+    str_codes,
+)
 from .config_table import ConfigCells, catalog_for
 from .scores import trial_overall
 
@@ -210,12 +218,7 @@ def _id_lists(
     `bounds` (where each cell after the first starts), as one Arrow list column. Arrow's
     strings are cut where they lie: a Python string per trial (a million of them in a big
     run) cost more than the rest of the grid, and again when the table is written."""
-    values = pa.array(ids)
-    if isinstance(values, pa.ChunkedArray):  # (a column read from several files)
-        values = values.combine_chunks()
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    values = values.cast(pa.string())
+    values = arrow_strings(ids).cast(pa.string())
     if order is not None:
         values = values.take(pa.array(order))
     if n_cells == 0:
