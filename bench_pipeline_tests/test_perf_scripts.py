@@ -118,17 +118,28 @@ def test_the_perf_cpu_count_sees_sandboxed_processes() -> None:
 
 
 def test_text_cases_fits_the_per_case_overhead_in_process_and_served() -> None:
-    out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "4", "--serve")
+    # 200 cases: enough for the floor's slope (~0.4 ms a case) to show in 4 decimals
+    out = _run("text_cases.py", "--rounds", "1", "--sizes", "2", "200", "--serve")
+    # The floor ran in the same round (its client checked both assertions on every case, or
+    # the script would have stopped), and the overhead is each tree's slope minus its slope.
+    floor = re.search(
+        r"^floor \(.*\): \(wall - server\) ([-+][\d.]+) .* cpu ([-+][\d.]+) ", out, re.M
+    )
+    assert floor and float(floor[1]) > 0.0002, out  # (a request is never free)
     trees = re.split(r"^tree: ", out, flags=re.M)[1:]
     assert [t.split("  rounds")[0].endswith("(served)") for t in trees] == [False, True], out
     for tree in trees:
-        for n in (2, 4):
+        for n in (2, 200):
             row = rf"N= +{n}: bench run +[\d.]+ s; .* s per case; cpu +([\d.]+) s"
             found = re.search(row, tree)
             # (the served command's CPU is counted: the server's child's, not the waiting caller's)
             assert found and float(found.group(1)) > 0.3, tree
-        assert re.search(r"fit over N = 2, 4: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree)
+        assert re.search(r"fit over N = 2, 200: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree)
         assert re.search(r"cpu fit: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree), tree
+        raw = float(re.search(r"fit over N = 2, 200: fixed -?[\d.]+ s \+ (-?[\d.]+) s", tree)[1])
+        beyond = re.search(r"beyond the floor \(overhead\), same round: wall ([-+][\d.]+) ", tree)
+        assert beyond and abs(float(beyond[1]) - (raw - float(floor[1]))) <= 0.00015, tree
+        assert re.search(r"promptfoo's bar 0.005 s per case, overhead: wall ", tree), tree
     assert re.search(r"\(served\) minus .*, same round: wall [-+][\d.]+ ", out), out
 
 
