@@ -325,18 +325,8 @@ def main() -> None:
         per_case, fixed = _fit(net[v, small], net[v, large], small, large)
         cpu_case, cpu_fixed = _fit(cpu[v, small], cpu[v, large], small, large)
         slopes[v] = (
-            [
-                b - f
-                for b, f in zip(
-                    _slopes(net[v, small], net[v, large], small, large), floor_wall, strict=True
-                )
-            ],
-            [
-                b - f
-                for b, f in zip(
-                    _slopes(cpu[v, small], cpu[v, large], small, large), floor_used, strict=True
-                )
-            ],
+            _minus(_slopes(net[v, small], net[v, large], small, large), floor_wall),
+            _minus(_slopes(cpu[v, small], cpu[v, large], small, large), floor_used),
         )
         print(f"tree: {_name(v)}  rounds: {args.rounds}  (medians)")
         for n in sizes:
@@ -368,6 +358,11 @@ def main() -> None:
 
 def _slopes(at_small: list[float], at_large: list[float], small: int, large: int) -> list[float]:
     return [(b - a) / (large - small) for a, b in zip(at_small, at_large, strict=True)]
+
+
+def _minus(slopes: list[float], floor: list[float]) -> list[float]:
+    """Each round's slope minus the floor's slope in that round."""
+    return [s - f for s, f in zip(slopes, floor, strict=True)]
 
 
 def _spread(values: list[float]) -> str:
