@@ -187,18 +187,23 @@ sys.exit(0 if passed == cases else f"floor: {cases - passed} of {cases} cases fa
 """
 
 
-def run_floor(url: str, cases: int) -> tuple[float, float]:
-    """The wall and CPU time (its own) of the floor's client doing `cases` cases."""
+def _timed_run(argv: list[str], **kwargs: Any) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Run `argv` to its end: (wall seconds, the CPU seconds (user + system) it and its reaped
+    children used, the completed process)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-I", "-c", FLOOR_CLIENT, url, str(cases)], capture_output=True, text=True
-    )
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc
+
+
+def run_floor(url: str, cases: int) -> tuple[float, float]:
+    """The wall and CPU time (its own) of the floor's client doing `cases` cases."""
+    elapsed, cpu, proc = _timed_run([sys.executable, "-I", "-c", FLOOR_CLIENT, url, str(cases)])
     if proc.returncode != 0:
         raise SystemExit(f"the floor's client exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def run_bench(
@@ -217,14 +222,9 @@ def run_bench(
         "--fail-on-error",
     ]
     home.mkdir(parents=True, exist_ok=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     served_before = reaped_cpu(server.pid) if server is not None else 0.0
-    start = time.perf_counter()
     # From a neutral folder: `python -c` puts the working directory first on sys.path.
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=home)
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    elapsed, cpu, proc = _timed_run(argv, env=env, cwd=home)
     if server is not None:  # the command ran in the server's child, not in the `bench` process
         cpu += served_cpu(server.pid, served_before)
     if proc.returncode != 0:
@@ -319,6 +319,8 @@ def main() -> None:
     print(
         f"floor (a plain keep-alive client, same requests and assertions): "
         f"(wall - server) {_spread(floor_wall)} s per case, cpu {_spread(floor_used)} s per case"
+        f"; medians (wall - server): "
+        + ", ".join(f"N={n} {statistics.median(floor_net[n]):.3f} s" for n in sizes)
     )
     slopes: dict[Variant, tuple[list[float], list[float]]] = {}
     for v in variants:
