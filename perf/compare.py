@@ -33,7 +33,6 @@ import argparse
 import atexit
 import json
 import os
-import resource
 import shlex
 import shutil
 import signal
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import warm_server  # perf/ is sys.path[0]
-from warm_server import measured, reaped_cpu, served_cpu, start_server
+from warm_server import children_cpu, measured, reaped_cpu, served_cpu, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -260,15 +259,6 @@ class Homes:
 
     def drop(self, home: Path) -> None:
         shutil.rmtree(home, ignore_errors=True)
-
-
-def children_cpu() -> float:
-    """CPU seconds (user + system) of every reaped descendant so far: xargs, bash, git and the
-    graders for the floor; bench, its trials' git and graders for bench. Unlike wall time it
-    barely moves when other work competes for the cores. Blind to sandboxed processes (see
-    `warm_server.busy_cpu`)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _jobs(jobs: int) -> str:

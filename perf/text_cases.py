@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
-import resource
 import shlex
 import statistics
 import subprocess
@@ -52,6 +51,8 @@ from typing import Any
 from warm_server import (  # perf/ is sys.path[0]
     ENTRY,
     bench_env,
+    children_cpu,
+    measured,
     python_c,
     reaped_cpu,
     served_cpu,
@@ -188,14 +189,17 @@ sys.exit(0 if passed == cases else f"floor: {cases - passed} of {cases} cases fa
 
 
 def _timed_run(argv: list[str], **kwargs: Any) -> tuple[float, float, subprocess.CompletedProcess]:
-    """Run `argv` to its end: (wall seconds, the CPU seconds (user + system) it and its reaped
-    children used, the completed process)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc
+    """Run `argv` to its end: (wall seconds, the CPU seconds it and its reaped children used,
+    the completed process)."""
+    done: list[subprocess.CompletedProcess] = []
+
+    def run() -> float:
+        start = time.perf_counter()
+        done.append(subprocess.run(argv, capture_output=True, text=True, **kwargs))
+        return time.perf_counter() - start
+
+    elapsed, cpu = measured(run, children_cpu)
+    return elapsed, cpu, done[0]
 
 
 def run_floor(url: str, cases: int) -> tuple[float, float]:
