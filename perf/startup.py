@@ -4,7 +4,8 @@ the same trial as a plain shell script.
     python perf/startup.py [--rounds 3] [--tree PATH]
 
 Each round runs, in a fresh process each and interleaved so machine noise hits all of them:
-`python -c pass` (the interpreter's own start), `import bench_pipeline.definitions`,
+`python -c pass` (the interpreter's own start), `import dagster` (Dagster's own import: no
+run in its own process starts faster), `import bench_pipeline.definitions`,
 `bench --help`, the floor (bash: a fresh repository sharing the source's objects, `git reset
 --hard` to the task's base, `git apply` of the reference patch, the task's check) and
 `bench run` of one task × one `reference` config × 1 repetition in a BENCH_HOME reused across
@@ -149,6 +150,9 @@ def main() -> None:
             }
             commands = {
                 "python": python_c("pass", py),
+                # Dagster's own import: what any run in its own process pays before the
+                # definitions (a Dagster code location) add theirs
+                "import dagster": python_c("import dagster", py),
                 "import definitions": python_c("import bench_pipeline.definitions", py),
                 "bench --help": [*python_c(BENCH, py), "--help"],
                 "floor (bash)": ["bash", str(script)],
@@ -225,6 +229,10 @@ def report(tree: str, rounds: int, times: dict[str, list[float]], rss: list[int]
     print(f"tree: {tree}  rounds: {rounds}  (medians, seconds)")
     for name, values in times.items():
         print(f"  {name:20s} {statistics.median(values):7.3f}")
+    print(
+        f"  import dagster - python:     {same_round('import dagster', 'python', '-'):.3f} s"
+        "  (a floor under any own-process run's fixed cost)"
+    )
     print(f"  import definitions - python: {same_round('import definitions', 'python', '-'):.3f} s")
     print(f"  bench --help - python:       {same_round('bench --help', 'python', '-'):.3f} s")
     print(
