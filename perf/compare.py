@@ -44,8 +44,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import warm_server  # perf/ is sys.path[0]
-from warm_server import children_cpu, measured, reaped_cpu, served_cpu, start_server
+from warm_server import bench_env as home_env  # perf/ is sys.path[0]
+from warm_server import (
+    busy_cpu,
+    children_cpu,
+    measured,
+    reaped_cpu,
+    served_cpu,
+    start_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -204,7 +211,7 @@ def floor_scripts(fx: Fixture, work: Path, n_tasks: int, reps: int) -> list[Path
 
 
 def bench_env(home: Path) -> dict[str, str]:
-    return warm_server.bench_env(home, ROOT)
+    return home_env(home, ROOT)
 
 
 def time_bench(fx: Fixture, home: Path, n_tasks: int, reps: int, jobs: int) -> float:
@@ -303,7 +310,7 @@ def main() -> None:
         # Sandboxed graders' CPU reaches no rusage of ours: then the machine's busy time is
         # counted for both (and a served run's is in it, the server's child's included).
         sandboxed = args.isolation == "sandbox"
-        cpu_count = warm_server.busy_cpu if sandboxed else children_cpu
+        cpu_count = busy_cpu if sandboxed else children_cpu
 
         def floor(size: tuple[int, int], jobs: int) -> tuple[float, float]:
             return measured(lambda: time_plain(scripts[size], jobs), cpu_count)
