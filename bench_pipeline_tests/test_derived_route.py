@@ -501,6 +501,42 @@ def _stale_by_replacing_a_score_file(wh: Warehouse) -> None:
     os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def test_the_listing_the_cache_is_keyed_by_finds_what_glob_finds(tmp_path: Path) -> None:
+    """`Warehouse.files` and `listed` walk the folders with os.scandir (Path.glob and a stat
+    per file cost seconds at tens of thousands of files): the same files in the same order as
+    `sorted(folder.glob("**/*.parquet"))`, a folder named like a file, temp files and folders
+    reached by a symlink left out, and each file's own stat beside it."""
+    import os
+
+    wh = Warehouse(tmp_path / "wh")
+    folder = wh.folder("scores", RUN)
+    names = [
+        "a/rep1/x.parquet",
+        "a/rep10/x.parquet",
+        "a/rep2/_batches/b.parquet",
+        "a-b/rep1/x.parquet",  # ("-" sorts before "/" as text, after it as path parts)
+        "a.b/rep1/x.parquet",
+        "A/rep1/x.parquet",
+        "top.parquet",
+        "a/rep1/.x.parquet.0f3a.tmp",  # (a write in progress: `replacing`'s temp name)
+        "a/rep1/notes.txt",
+    ]
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(name.encode())
+    (folder / "a" / "dir.parquet").mkdir()
+    os.symlink(folder / "a", folder / "linked")
+    expected = [p for p in sorted(folder.glob("**/*.parquet")) if p.is_file()]
+    assert "linked" not in {p.relative_to(folder).parts[0] for p in expected}
+    assert wh.files("scores", RUN) == expected
+    listed = wh.listed("scores", RUN)
+    assert [Path(path) for path, _ in listed] == expected
+    for path, st in listed:
+        assert (st.st_ino, st.st_size) == (os.stat(path).st_ino, os.stat(path).st_size)
+    assert wh.files("scores", RUN, "a/rep1") == [folder / "a/rep1/x.parquet"]
+    assert wh.files("scores", "no-such-run") == [] and wh.listed("trials", RUN) == []
+
+
 def _stale_by_removing_a_trial_file(wh: Warehouse) -> None:
     wh.files("trials", RUN)[0].unlink()
 

@@ -12,6 +12,7 @@ import functools
 import importlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -436,22 +437,29 @@ CACHE_CODE = (
 )
 
 
-def input_key(warehouse: Warehouse, trial_files: list[Path], score_files: list[Path]) -> str:
+def input_key(
+    warehouse: Warehouse,
+    trial_files: list[tuple[str, os.stat_result]],
+    score_files: list[tuple[str, os.stat_result]],
+) -> str:
     """What a run's per-trial results are a function of: the format of the computation and
-    every trial and score file by name, size, modification time, inode and change time (a
-    warehouse file is never rewritten in place: a write is a new file renamed into place, so a
-    new inode and times; a rescore adds files). Taken BEFORE the files are read: a file
-    replaced meanwhile makes the key older than the rows, and the next analysis rebuilds."""
+    every trial and score file (`Warehouse.listed`: path and stat) by name, size, modification
+    time, inode and change time (a warehouse file is never rewritten in place: a write is a
+    new file renamed into place, so a new inode and times; a rescore adds files). Taken from
+    a listing made BEFORE the files are read: a file replaced meanwhile makes the key older
+    than the rows, and the next analysis rebuilds."""
     import hashlib
 
     digest = hashlib.sha256(f"{PER_TRIAL_FORMAT}:{_code_version()}".encode())
-    root = warehouse.root
-    for table, files in (("trials", trial_files), ("scores", score_files)):
-        for path in files:
-            st = path.stat()
-            rel = path.relative_to(root).as_posix()
-            fields = (table, rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-            digest.update(json.dumps(fields).encode() + b"\n")
+    root = len(str(warehouse.root)) + 1
+    # (one text for every file, hashed once: at tens of thousands of files a json.dumps and
+    # a digest update per file cost more than listing them)
+    lines = [
+        f"{table}\t{path[root:]}\t{st.st_size}\t{st.st_mtime_ns}\t{st.st_ino}\t{st.st_ctime_ns}\n"
+        for table, files in (("trials", trial_files), ("scores", score_files))
+        for path, st in files
+    ]
+    digest.update("".join(lines).encode("utf-8", "surrogateescape"))
     return f"{PER_TRIAL_FORMAT}:{len(trial_files)}:{len(score_files)}:{digest.hexdigest()}"
 
 
@@ -613,20 +621,17 @@ def per_trial_results(
     shutting `writer` down). None when the run has no trials."""
     timings = {} if timings is None else timings
     start = time.perf_counter()
-    for attempt in range(3):
-        trial_files = warehouse.files("trials", run_id)
-        score_files = warehouse.files("scores", run_id)
-        try:
-            key = input_key(warehouse, trial_files, score_files)
-            break
-        except FileNotFoundError:  # a part removed between the listing and its stat (a
-            if attempt == 2:  # resumed trial's emptied batch file): list the files again
-                raise
+    trial_listed = warehouse.listed("trials", run_id)
+    score_listed = warehouse.listed("scores", run_id)
+    key = input_key(warehouse, trial_listed, score_listed)
     cached = read_per_trial_cache(warehouse, run_id, key)
     if cached is not None and cached[1] is not None:
         timings["per-trial results + config x task sums (cached)"] = time.perf_counter() - start
         return cached[0], cached[1]
     del cached
+    trial_files = [Path(path) for path, _ in trial_listed]
+    score_files = [Path(path) for path, _ in score_listed]
+    del trial_listed, score_listed
     per_trial = derived_per_trial(
         warehouse, run_id, timings, trial_files=trial_files, score_files=score_files
     )
@@ -975,7 +980,7 @@ def load_derived(warehouse: Warehouse, run_id: str) -> Derived | None:
         return None
     stamp = (warehouse.root / rel).stat().st_mtime
     newest = max(
-        (p.stat().st_mtime for t in ("trials", "scores") for p in warehouse.files(t, run_id)),
+        (st.st_mtime for t in ("trials", "scores") for _, st in warehouse.listed(t, run_id)),
         default=0.0,
     )
     if newest > stamp:

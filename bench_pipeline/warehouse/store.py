@@ -256,8 +256,30 @@ class Warehouse:
         return base
 
     def files(self, table: str, run_id: str | None = None, under: str | None = None) -> list[Path]:
-        base = self.folder(table, run_id, under)
-        return sorted(base.glob("**/*.parquet")) if base.is_dir() else []
+        """The Parquet files of `table` (of one run, of one sub-folder of it), in path order."""
+        return [Path(path) for path, _ in self._walk(table, run_id, under, stat=False)]
+
+    def listed(
+        self, table: str, run_id: str | None = None, under: str | None = None
+    ) -> list[tuple[str, os.stat_result]]:
+        """`files` as text, each with its `os.stat` as the listing found it.
+
+        One `os.scandir` walk: at a million trials a run has tens of thousands of files, and
+        `Path.glob` then a `stat` per path cost ~50 us a file in Python objects (2.9 s of a
+        3.0 s analysis that found its cache current, at 60,000 files). Directory entries carry
+        the file type, so the walk costs one `stat` call per file, and the paths stay text
+        (a `Path` costs ~5 us more a file) for a caller that may need only their stats. A file
+        removed between the directory read and its `stat` is left out: it is gone."""
+        return self._walk(table, run_id, under, stat=True)
+
+    def _walk(
+        self, table: str, run_id: str | None, under: str | None, *, stat: bool
+    ) -> list[tuple[str, Any]]:
+        found: list[tuple[tuple[str, ...], str, os.stat_result | None]] = []
+        _walk_parquet(str(self.folder(table, run_id, under)), (), found, stat)
+        # (by path parts, as sorted() orders Path objects: "a/x" before "a-b/x")
+        found.sort(key=lambda item: item[0])
+        return [(path, st) for _, path, st in found]
 
     def read(
         self,
@@ -374,6 +396,30 @@ class Warehouse:
             return con.execute(sql).df()
         finally:
             con.close()
+
+
+def _walk_parquet(
+    folder: str,
+    parts: tuple[str, ...],
+    found: list[tuple[tuple[str, ...], str, os.stat_result | None]],
+    stat: bool,
+) -> None:
+    """Every `*.parquet` file under `folder` into `found`, as `Path.glob("**/*.parquet")`
+    finds them: sub-folders walked but not symlinked ones (no loop), an unreadable folder
+    skipped, temp files (`.<name>.<uuid>.tmp`) not matched."""
+    try:
+        entries = os.scandir(folder)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):  # (no such table yet)
+        return
+    with entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    _walk_parquet(entry.path, (*parts, entry.name), found, stat)
+                elif entry.name.endswith(".parquet") and entry.is_file():
+                    found.append(((*parts, entry.name), entry.path, entry.stat() if stat else None))
+            except FileNotFoundError:  # removed since the folder was read
+                continue
 
 
 def _sql_text(value: str) -> str:
