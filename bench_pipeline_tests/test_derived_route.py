@@ -131,21 +131,36 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
 # trial's file per trial exceeds too)
 # `stray`: a row without a scorer (the general route), or a rescore at the very time of the row
 # it supersedes in a file read after it (the tie goes to the row read last)
+# `group`: many small files are read that many at a time (columns.GROUP_FILES, 256 as shipped:
+# one group here); 16 reads these runs' files in several groups, each joined before the next
 @pytest.mark.parametrize(
-    ("layout", "reps", "orphan", "stray"),
+    ("layout", "reps", "orphan", "stray", "group"),
     [
-        ("trial", 4, False, None),
-        ("run", 4, True, None),
-        ("run", 4, False, "tie"),
-        ("run", 4, False, "null_scorer"),
-        ("partition", 24, False, None),
-        ("partition", 24, True, None),
-        ("partition", 24, False, "tie"),
+        ("trial", 4, False, None, None),
+        ("run", 4, True, None, None),
+        ("run", 4, False, "tie", None),
+        ("run", 4, False, "null_scorer", None),
+        ("partition", 24, False, None, None),
+        ("partition", 24, True, None, None),
+        ("partition", 24, False, "tie", None),
+        ("partition", 24, False, None, 16),
+        ("partition", 24, True, None, 16),
+        ("partition", 24, False, "tie", 16),
     ],
 )
 def test_derived_tables_equal_the_previous_implementation(
-    tmp_path: Path, layout: str, reps: int, orphan: bool, stray: str | None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+    reps: int,
+    orphan: bool,
+    stray: str | None,
+    group: int | None,
 ) -> None:
+    if group is not None:
+        from bench_pipeline.warehouse import columns
+
+        monkeypatch.setattr(columns, "GROUP_FILES", group)
     run_id, base_id = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
     _warehouse(tmp_path, layout, seed=3, run_id=base_id, reps=reps)
     wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan, stray=stray)

@@ -549,7 +549,12 @@ class LatestCells:
     cost_usd, scored_at` in read order, with the string ones dictionary-encoded; `rows` gives
     the trial row of each of the batch's rows (`lookup_rows` of their trial ids)."""
 
+    # A bound on the rows of one analysis for a reader that cannot count them first: the
+    # read positions stay int32, and a batch past it takes the general route.
+    MAX_ROWS = 2**31 - 1
+
     def __init__(self, n_trials: int, run_id: str, rows_total: int) -> None:
+        """`rows_total`: how many score rows will be added, or a bound on it."""
         self.n = n_trials
         self.run_id = run_id
         self.rows_total = rows_total
@@ -572,7 +577,7 @@ class LatestCells:
         scorer = batch.column("scorer")
         if scorer.null_count or None in scorer.dictionary.to_pylist():
             return False
-        if len(rows) != n_b or (rows < 0).any():
+        if len(rows) != n_b or (rows < 0).any() or self.read + n_b > self.rows_total:
             return False
         # (int32 positions when they fit, as the slots hold them: ufunc.at casting is slow)
         pos = np.arange(

@@ -311,8 +311,8 @@ def _per_trial_by_keys(
     from bench_pipeline.warehouse.columns import (
         FEW_FILES,
         iter_batches,
-        read_arrow,
         read_columns,
+        read_groups,
         release_memory,
         row_count,
     )
@@ -329,11 +329,12 @@ def _per_trial_by_keys(
     read = [*columns, *TRIAL_KEY]
     dictionary = (*SCORE_CATEGORICAL, "task_id", "config_id")
     batches: Iterator[pa.RecordBatch]
-    if len(files) > FEW_FILES:  # many small files: one read, reduced in slices (as below)
-        table = read_arrow(warehouse, "scores", run_id, read, dictionary=dictionary, files=files)
-        total = len(table)
-        batches = _slices(table)
-        del table
+    if len(files) > FEW_FILES:  # many small files: read a group at a time, reduced in slices
+        # (their count unknown until read: reading the footers of tens of thousands of files
+        # first would cost seconds; the cells' positions need only a bound)
+        total = LatestCells.MAX_ROWS
+        groups = read_groups(warehouse, "scores", run_id, read, dictionary=dictionary, files=files)
+        batches = (batch for table in groups for batch in _slices(table))
     else:
         total = row_count(files)
         batches = iter_batches(
