@@ -33,8 +33,16 @@ with open(log, "a") as fh:
 """
 
 
-def _trial_files(home: Path) -> list[Path]:
-    return list((home / "warehouse" / "trials").rglob("*.parquet"))
+def _finished(home: Path, run_id: str) -> set[str]:
+    """The trials with a row on disk, as the agent's log names them (`<task>/<config>/rep<N>`):
+    read as rows, not file names (a partition's files are joined into one when it ends)."""
+    from bench_pipeline.warehouse.store import Warehouse
+
+    rows = Warehouse(home / "warehouse").read("trials", run_id)
+    return {
+        f"{t}/{c}/rep{r}"
+        for t, c, r in zip(rows["task_id"], rows["config_id"], rows["repetition"], strict=True)
+    }
 
 
 @pytest.mark.parametrize(
@@ -90,11 +98,9 @@ def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
     first_line = proc.stderr.readline()
     run_id = re.match(r"run (\S+):", first_line).group(1)
     deadline = time.monotonic() + 120
-    while len(_trial_files(bench_home)) < 3 and time.monotonic() < deadline:
+    while len(_finished(bench_home, run_id)) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
-    finished_before = {
-        f"{p.stem}/{p.parent.parent.name}/{p.parent.name}" for p in _trial_files(bench_home)
-    }
+    finished_before = _finished(bench_home, run_id)
     assert len(finished_before) >= 3
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -121,3 +127,8 @@ def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
     # Trials finished before the crash never ran again; at most those in flight ran twice.
     assert all(starts[k] == 1 for k in finished_before), (starts, finished_before)
     assert len(starts) == total and sum(starts.values()) <= total + parallel
+    # Every partition ended in this launch or the last: each trial table's rows in one file.
+    for table in ("trials", "check_results"):
+        folder = bench_home / "warehouse" / table / run_id
+        per_partition = Counter(p.relative_to(folder).parts[:2] for p in folder.rglob("*.parquet"))
+        assert len(per_partition) == len(configs) * 2 and set(per_partition.values()) == {1}

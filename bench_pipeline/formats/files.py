@@ -1,12 +1,16 @@
-"""Two file facts every layer needs: a whole file or none, and where an installed program is."""
+"""File facts every layer needs: a whole file or none, a whole folder swapped at once, and where
+an installed program is."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import functools
 import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,6 +34,31 @@ def replace_text(path: str | Path, text: str) -> Path:
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def exchange(first: str | Path, second: str | Path) -> bool:
+    """Swap two folders (or files) of one file system in one step (Linux `renameat2` with
+    RENAME_EXCHANGE): a reader sees the old contents or the new, never neither nor both.
+    False, with nothing changed, where the system cannot (another kernel or C library, a file
+    system without it, two file systems): the caller keeps what it has."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    at_cwd, rename_exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOENT, errno.ENOTDIR):  # (a missing side: the caller's error)
+        raise FileNotFoundError(code, os.strerror(code), str(first), None, str(second))
+    return False
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # (no such call in this C library)
+        return None
 
 
 def installed_program(name: str) -> str | None:

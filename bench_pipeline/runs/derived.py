@@ -620,7 +620,20 @@ def per_trial_results(
     built from the run's current trial and score files, else computed from them and stored
     for the next analysis (on `writer`'s thread when given: the caller waits for it, e.g. by
     shutting `writer` down). None when the run has no trials."""
+    from bench_pipeline.warehouse.store import LIST_AGAIN, VanishedFileError
+
     timings = {} if timings is None else timings
+    for _ in range(LIST_AGAIN - 1):
+        try:
+            return _per_trial_results(warehouse, run_id, timings, writer)
+        except VanishedFileError:  # (a partition's files joined meanwhile: list them again)
+            continue
+    return _per_trial_results(warehouse, run_id, timings, writer)
+
+
+def _per_trial_results(
+    warehouse: Warehouse, run_id: str, timings: dict[str, float], writer: Executor | None
+) -> tuple[pd.DataFrame, ConfigCells] | None:
     start = time.perf_counter()
     trial_listed = warehouse.listed("trials", run_id)
     score_listed = warehouse.listed("scores", run_id)

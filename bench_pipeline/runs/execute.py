@@ -20,7 +20,12 @@ from bench_pipeline.runs.paths import BenchPaths
 from bench_pipeline.trials.runner import TrialContext, TrialSpec, run_trials
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
-from bench_pipeline.warehouse.trial_rows import TrialRowWriter, forget_trials, is_quick
+from bench_pipeline.warehouse.trial_rows import (
+    TrialRowWriter,
+    forget_trials,
+    is_quick,
+    join_partition,
+)
 from bench_pipeline.workspace.snapshot import freeze_inputs
 
 if TYPE_CHECKING:  # the return type only: a launch never builds a frame here
@@ -86,7 +91,8 @@ def execute_trials(
     partition happened to run then. The pool is as wide as the widest config's `max_parallel`
     and no config exceeds its own. Each finished trial is written at once (its own file), so
     a crash loses nothing that finished and nothing runs twice — but for trials quicker than a
-    second, written together within half a second (warehouse/trial_rows.py).
+    second, written together within half a second (warehouse/trial_rows.py). When a
+    partition's last trial ends its files are joined into one per table (`join_partition`).
 
     Yields each partition, in the caller's thread, as its last trial ends (in completion
     order; at once for a partition with nothing left to run) while the other partitions'
@@ -120,9 +126,13 @@ def execute_trials(
         key = (row["config_id"], int(row["repetition"]))
         with counts:
             left[key] -= 1
-            if left[key] == 0:
+            ended = left[key] == 0
+            if ended:
                 writer.flush(key)  # its held rows on disk before the caller reads them
-                finished.put(key)
+        if ended:  # (outside the lock: the other partitions' trials go on ending meanwhile)
+            # one file per table for every later read (scoring it first), not one per trial
+            join_partition(warehouse, run.run_id, key)
+            finished.put(key)
 
     stopping = threading.Event()  # the caller is gone (Ctrl-C in its thread, or it stopped early)
     ctx = TrialContext(
@@ -170,6 +180,8 @@ def execute_trials(
     worker.start()
     try:
         for key in nothing_to_run:
+            # (ended before: joined then, unless a kill -9 came between its end and the join)
+            join_partition(warehouse, run.run_id, key)
             reported.add(key)
             yield key
         while (key := finished.get()) is not None:

@@ -22,7 +22,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from bench_pipeline.warehouse.store import CorruptFileError, Warehouse, _readable, table_schema
+from bench_pipeline.warehouse.store import (
+    LIST_AGAIN,
+    CorruptFileError,
+    VanishedFileError,
+    Warehouse,
+    _readable,
+    raise_if_vanished,
+    table_schema,
+)
 
 
 def release_memory() -> None:
@@ -113,7 +121,24 @@ def read_arrow(
     column of repeated trial ids costs an int32 per row, not a string). Empty with those
     columns when nothing was written yet. `files`: the run's files as listed before."""
     columns, cats, fields = _fields(table, columns, dictionary)
-    files = list(files) if files is not None else warehouse.files(table, run_id)
+    if files is not None:
+        return _read_files(list(files), columns, cats, fields, where)
+    # listed here: listed again when one was replaced before it was read
+    for _ in range(LIST_AGAIN - 1):
+        try:
+            return _read_files(warehouse.files(table, run_id), columns, cats, fields, where)
+        except VanishedFileError:
+            continue
+    return _read_files(warehouse.files(table, run_id), columns, cats, fields, where)
+
+
+def _read_files(
+    files: list[Path],
+    columns: list[str],
+    cats: list[str],
+    fields: list[pa.Field],
+    where: ds.Expression | None,
+) -> pa.Table:
     if not files:
         return pa.schema(fields).empty_table()
     if len(files) > FEW_FILES:
@@ -184,8 +209,10 @@ def _groups(
 
 
 def _raise_corrupt(files: Sequence[Path], exc: Exception) -> None:
-    """Raise CorruptFileError naming the first of `files` that is not readable Parquet, when
-    one is the cause of `exc` (else return: the caller raises `exc`)."""
+    """Raise VanishedFileError for the first of `files` gone since they were listed, else
+    CorruptFileError naming the first that is not readable Parquet, when one is the cause of
+    `exc` (else return: the caller raises `exc`)."""
+    raise_if_vanished(files, exc)
     bad = [f for f in files if not _readable(f)]
     if bad:
         raise CorruptFileError(bad[0], exc) from None
@@ -428,9 +455,7 @@ def iter_batches(
             )
             yield from data.to_batches(columns=columns)
         except Exception as exc:
-            bad = [f for f in files if not _readable(f)]
-            if bad:
-                raise CorruptFileError(bad[0], exc) from None
+            _raise_corrupt(files, exc)
             raise
         return
     yield from _ahead(_file_batches(files, columns, cats, fields))
@@ -445,8 +470,7 @@ def row_count(files: Sequence[Path]) -> int:
         try:
             total += pq.read_metadata(path).num_rows
         except Exception as exc:
-            if not _readable(path):
-                raise CorruptFileError(path, exc) from None
+            _raise_corrupt([path], exc)
             raise
     return total
 
@@ -522,8 +546,7 @@ def _file_batches(
                     schema=pa.schema(fields),
                 )
         except Exception as exc:
-            if not _readable(path):
-                raise CorruptFileError(path, exc) from None
+            _raise_corrupt([path], exc)
             raise
 
 

@@ -103,6 +103,12 @@ def trial_batch(config_id: str, rep: int, name: str) -> str:
     return f"{partition_dir(config_id, rep)}/{BATCHES}/{name}"
 
 
+# Where a finished partition's files are joined before they are swapped in
+# (`trial_rows.join_partition`): a hidden folder of the warehouse root, so no table and no DuckDB
+# view reads it, on the tables' own file system.
+JOINING = ".joining"
+
+
 def score_part(config_id: str, rep: int, rescore_id: str) -> str:
     """The file stem of one partition's score rows from one (re)score."""
     return f"{partition_dir(config_id, rep)}/{rescore_id}"

@@ -66,6 +66,39 @@ def table_schema(table: str) -> pa.Schema | None:
     return getattr(schemas, name)
 
 
+class VanishedFileError(BenchInputError):
+    """A file listed, then gone before it was read: a partition's files joined into one
+    (`trial_rows.join_partition`) or a resumed trial's rows dropped meanwhile. A reader that
+    lists the files itself lists them again (`LIST_AGAIN` times); this is raised when they
+    keep changing."""
+
+    def __init__(self, path: Path):
+        super().__init__(
+            str(path),
+            None,
+            "listed, then replaced before it was read (its run is being written right now); "
+            "run the command again",
+        )
+
+
+# How many times a reader lists a run's files when one it listed was replaced before it read
+# it (a partition's files are joined once, at the end of its trials: twice in a row is rare).
+LIST_AGAIN = 3
+
+
+def vanished(files: Iterable[Path]) -> bool:
+    """Whether any of `files` (listed a moment ago) no longer exists."""
+    return any(not os.path.lexists(f) for f in files)
+
+
+def raise_if_vanished(files: Iterable[Path], cause: BaseException) -> None:
+    """Raise VanishedFileError for the first of `files` gone since they were listed, when one
+    is (the read's error `cause` came from that, not from a damaged file)."""
+    for f in files:
+        if not os.path.lexists(f):
+            raise VanishedFileError(f) from cause
+
+
 def _readable(path: Path) -> bool:
     """Whether `path` is a whole Parquet file (footer and schema readable)."""
     import pyarrow.parquet as pq
@@ -291,23 +324,40 @@ class Warehouse:
         """All rows of `table` (optionally of one run, and of one sub-folder of it such as a
         partition "<config>/rep<N>") as a DataFrame; empty with the schema's columns when
         nothing was written yet."""
-        files = self.files(table, run_id, under)
         schema = table_schema(table)
-        if not files:
-            return _empty(schema)
-        try:
-            return self._read_files(files, schema, where)
-        except Exception as exc:
-            bad = [f for f in files if not _readable(f)]
-            if not bad:
-                raise
-            if run_id is not None:
-                raise CorruptFileError(bad[0], exc) from None
-            # Across runs, one damaged file must not hide every other run: leave it out and
-            # say so (a read of that run itself refuses with the file named).
-            for f in bad:
-                log.warning("warehouse: skipped unreadable file %s (move it aside to recover)", f)
-            return self.read_files_or_empty([f for f in files if f not in bad], schema, where)
+        for attempt in range(LIST_AGAIN):
+            files = self.files(table, run_id, under)
+            if not files:
+                return _empty(schema)
+            try:
+                return self._read_files(files, schema, where)
+            except Exception as exc:
+                if attempt + 1 < LIST_AGAIN and vanished(files):
+                    continue  # (joined or dropped since listed: list them again)
+                raise_if_vanished(files, exc)
+                return self._unreadable(files, schema, where, run_id, exc)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _unreadable(
+        self,
+        files: list[Path],
+        schema: pa.Schema | None,
+        where: str | None,
+        run_id: str | None,
+        exc: Exception,
+    ) -> pd.DataFrame:
+        """A read of `files` failed with `exc`: a damaged file is named (refused for one run,
+        left out with a warning across runs); any other error is raised as it was."""
+        bad = [f for f in files if not _readable(f)]
+        if not bad:
+            raise exc
+        if run_id is not None:
+            raise CorruptFileError(bad[0], exc) from None
+        # Across runs, one damaged file must not hide every other run: leave it out and
+        # say so (a read of that run itself refuses with the file named).
+        for f in bad:
+            log.warning("warehouse: skipped unreadable file %s (move it aside to recover)", f)
+        return self.read_files_or_empty([f for f in files if f not in bad], schema, where)
 
     def read_files_or_empty(
         self, files: list[Path], schema: pa.Schema | None, where: str | None
@@ -366,8 +416,11 @@ class Warehouse:
         duckdb writes it at the shell's storage version. Either way it is rebuilt beside and
         renamed into place (a reader never sees half of it)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        # (a hidden folder is no table: e.g. `.joining`, where a partition's files are joined)
         names = sorted(
-            p.name for p in self.root.iterdir() if p.is_dir() and any(p.glob("**/*.parquet"))
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and any(p.glob("**/*.parquet"))
         )
         built = self.duckdb_path.with_name(f".{self.duckdb_path.name}.views")
         key = json.dumps({"storage_version": DUCKDB_STORAGE_VERSION, "views": names})

@@ -18,18 +18,31 @@ Within one write the test and check rows go first and the trial rows last, so a 
 counts as done has its rows. A trial run again (resumed after a cancel or an infrastructure
 failure) first loses its earlier rows (`forget_trials`): alone they would be replaced by name,
 but a batch file is shared, and rows left there would count twice.
+
+When a partition's last trial ends, its files of each table are joined into one batch file
+(`join_partition`): a file per trial is what a crash must not lose while the trials run, but
+once they have all ended every later read pays for each file (~1.6 ms: a first analysis of a
+2,400-trial run written a file per trial took 4.4 s, of one written a file per partition
+0.5 s). The joined file replaces the partition's folder in one step, so a reader sees every
+row exactly once, before and after, and a kill -9 at any point loses and duplicates nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.files import exchange
 from bench_pipeline.warehouse import layout
-from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.warehouse.store import Warehouse, table_schema
 
 if TYPE_CHECKING:
     from bench_pipeline.trials.runner import TrialSpec
@@ -190,3 +203,94 @@ def forget_trials(
                     path.unlink(missing_ok=True)
                     changed += 1
     return changed
+
+
+def join_partition(warehouse: Warehouse, run_id: str, partition: Partition) -> int:
+    """Join each trial table's files of one partition whose trials have all ended into one
+    batch file (`layout.trial_batch`, as quick trials' are: `forget_trials` drops a trial's
+    rows from it when the trial runs again). Returns how many tables were joined.
+
+    The joined file is written into a new folder under `layout.JOINING`, which then takes the
+    partition folder's place in one `exchange` (the old folder goes where the new one was, and
+    is removed): a reader lists either the old files or the new one, and one that listed the
+    old files just before reads them again (`store.VanishedFileError`). A kill -9 leaves the
+    partition folder whole, old or new, and a folder under `layout.JOINING` that nothing reads
+    (removed by a later join). Joining is an optimisation: where it cannot be done (a system
+    without the exchange, an unreadable file, a full disk) the files stay as they are."""
+    under = layout.partition_dir(*partition)
+    _remove_stale_joins(warehouse)
+    joined = 0
+    for table in TRIAL_TABLES:
+        try:
+            joined += _join(warehouse, run_id, table, under)
+        except (OSError, BenchInputError, ValueError) as exc:  # (Arrow's errors are these)
+            log.warning("%s files of %s/%s left unjoined (%s)", table, run_id, under, exc)
+    return joined
+
+
+# A folder under layout.JOINING older than this is a killed join's: removed by the next join.
+STALE_JOIN_SECONDS = 3600.0
+
+
+def _join(warehouse: Warehouse, run_id: str, table: str, under: str) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = warehouse.folder(table, run_id, under)
+    files = warehouse.files(table, run_id, under)
+    if len(files) < 2 or not _only_rows(folder):
+        return 0
+    schema = table_schema(table)
+    # (read as Warehouse.read reads a partition: each file against the table's schema)
+    rows = pa.concat_tables([pq.read_table(f, schema=schema) for f in files])
+    staging = warehouse.root / layout.JOINING / uuid.uuid4().hex
+    fresh = staging / "partition"
+    name = f"joined-{uuid.uuid4().hex[:8]}.parquet"
+    try:
+        (fresh / layout.BATCHES).mkdir(parents=True)
+        with open(fresh / layout.BATCHES / name, "wb") as sink:
+            pq.write_table(rows, sink)
+            sink.flush()
+            os.fsync(sink.fileno())  # (on disk before the old files go)
+        if warehouse.files(table, run_id, under) != files or not exchange(fresh, folder):
+            return 0  # (written to meanwhile, or no exchange here: left as it was)
+        # A file that reached the old folder after it was listed goes back beside the joined
+        # one (nothing writes a finished partition: this is a guard, not a path).
+        listed = set(files)
+        for path in _parquet_under(fresh):  # (`fresh` holds the old folder now)
+            home = folder / path.relative_to(fresh)
+            if home not in listed:
+                home.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, home)
+        return 1
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _only_rows(folder: Path) -> bool:
+    """Whether `folder` holds nothing but Parquet files and a batches folder of them (no
+    write in progress: its temp file would be in there)."""
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name != layout.BATCHES or not _only_rows(Path(entry.path)):
+                return False
+        elif not entry.name.endswith(".parquet") or not entry.is_file(follow_symlinks=False):
+            return False
+    return True
+
+
+def _parquet_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.parquet") if p.is_file())
+
+
+def _remove_stale_joins(warehouse: Warehouse) -> None:
+    root = warehouse.root / layout.JOINING
+    if not root.is_dir():
+        return
+    now = time.time()
+    for entry in os.scandir(root):
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_JOIN_SECONDS:
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except FileNotFoundError:  # (another join removed it)
+            continue
