@@ -73,11 +73,18 @@ def _rows(wh: Warehouse) -> dict[str, pd.DataFrame]:
 def test_a_partitions_files_become_one_file_per_table_with_the_same_rows(
     tmp_path: Path,
 ) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     wh = Warehouse(tmp_path / "wh")
     _partition(wh)
     _partition(wh, rep=2, tasks=1)  # one file a table: nothing to join
+    # a file an older version wrote, without a column of today's schema (read as null)
+    legacy = pa.Table.from_pylist([{k: v for k, v in _row("old").items() if k != "attempt_no"}])
+    pq.write_table(legacy, wh.part_path("trials", RUN, layout.trial_part("bot", 1, "old")))
     assert all(len(_files(wh, t)) >= 3 for t in TABLES)
     before = _rows(wh)
+    assert before["trials"]["attempt_no"].isna().sum() == 1
     views = wh.refresh_views()
 
     assert join_partition(wh, RUN, ("bot", 1)) == 3
@@ -90,7 +97,7 @@ def test_a_partitions_files_become_one_file_per_table_with_the_same_rows(
         assert len(_files(wh, table, rep=2)) == 1
     # the DuckDB views see each row once, and the staging folder is no table
     counts = wh.query("SELECT count(*) AS n FROM trials WHERE run_id = 'r1'")
-    assert int(counts["n"].iloc[0]) == 6
+    assert int(counts["n"].iloc[0]) == 7
     assert wh.refresh_views() == views and layout.JOINING not in views
     assert not any((wh.root / layout.JOINING).iterdir())
     assert join_partition(wh, RUN, ("bot", 1)) == 0  # joined already
