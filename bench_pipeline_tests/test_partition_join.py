@@ -103,6 +103,25 @@ def test_a_partitions_files_become_one_file_per_table_with_the_same_rows(
     assert join_partition(wh, RUN, ("bot", 1)) == 0  # joined already
 
 
+def test_only_the_partitions_rows_are_joined_and_nothing_else_dropped(tmp_path: Path) -> None:
+    """A write a kill -9 cut short leaves its temp file: dropped with the old files. Anything
+    else in the folder (not the harness's) keeps the partition as it is."""
+    wh = Warehouse(tmp_path / "wh")
+    _partition(wh)
+    _partition(wh, rep=2)
+    killed = wh.folder("trials", RUN, layout.partition_dir("bot", 1)) / ".task-0.parquet.ab12.tmp"
+    killed.write_bytes(b"PAR1 half a file")
+    foreign = wh.folder("trials", RUN, layout.partition_dir("bot", 2)) / "notes.txt"
+    foreign.write_text("mine")
+    before, kept = _rows(wh), _files(wh, "trials", 2)
+    assert join_partition(wh, RUN, ("bot", 1)) == 3
+    assert join_partition(wh, RUN, ("bot", 2)) == 2  # (its check and test files: no note)
+    assert not killed.exists() and foreign.read_text() == "mine"
+    assert len(_files(wh, "trials", 1)) == 1 and _files(wh, "trials", 2) == kept
+    for table, frame in _rows(wh).items():
+        pd.testing.assert_frame_equal(frame, before[table])
+
+
 def test_a_trial_run_again_loses_its_rows_from_the_joined_file(tmp_path: Path) -> None:
     from bench_pipeline.formats.model import Config
     from bench_pipeline.trials.runner import TrialSpec

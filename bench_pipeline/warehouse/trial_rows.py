@@ -282,12 +282,16 @@ def _read_as(path: Path, schema: pa.Schema) -> pa.Table:
 
 
 def _only_rows(folder: Path) -> bool:
-    """Whether `folder` holds nothing but Parquet files and a batches folder of them (no
-    write in progress: its temp file would be in there)."""
+    """Whether `folder` holds nothing but Parquet files and a batches folder of them: nothing
+    the join would drop but the temp file of a write a kill -9 cut short (`replacing`'s
+    `.<name>.<uuid>.tmp`: the partition's trials have all ended and their rows are flushed, so
+    no write of it is in progress)."""
     for entry in os.scandir(folder):
         if entry.is_dir(follow_symlinks=False):
             if entry.name != layout.BATCHES or not _only_rows(Path(entry.path)):
                 return False
+        elif entry.name.startswith(".") and entry.name.endswith(".tmp"):
+            continue
         elif not entry.name.endswith(".parquet") or not entry.is_file(follow_symlinks=False):
             return False
     return True
