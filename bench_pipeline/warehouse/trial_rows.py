@@ -39,7 +39,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.files import exchange
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse, table_schema
@@ -225,7 +224,7 @@ def join_partition(warehouse: Warehouse, run_id: str, partition: Partition) -> i
     for table in TRIAL_TABLES:
         try:
             joined += _join(warehouse, run_id, table, under)
-        except (OSError, BenchInputError, ValueError) as exc:  # (Arrow's errors are these)
+        except Exception as exc:  # (an optimisation: whatever stops it leaves the files be)
             log.warning("%s files of %s/%s left unjoined (%s)", table, run_id, under, exc)
     return joined
 
