@@ -147,7 +147,7 @@ class _JoinsAfterListing(Warehouse):
     def files(self, table: str, run_id: str | None = None, under: str | None = None):
         listed = super().files(table, run_id, under)
         if not self.joined and listed:
-            type(self).joined = True
+            self.joined = True  # (the join itself lists through a plain Warehouse)
             join_partition(Warehouse(self.root), RUN, ("bot", 1))
         return listed
 
