@@ -333,7 +333,7 @@ def _per_trial_by_keys(
         # (their count unknown until read: reading the footers of tens of thousands of files
         # first would cost seconds; the cells' positions need only a bound)
         total = LatestCells.MAX_ROWS
-        groups = read_groups(warehouse, "scores", run_id, read, dictionary=dictionary, files=files)
+        groups = read_groups("scores", files, read, dictionary)
         batches = (batch for table in groups for batch in _slices(table))
     else:
         total = row_count(files)

@@ -154,20 +154,13 @@ def _read_files(
 
 
 def read_groups(
-    warehouse: Warehouse,
-    table: str,
-    run_id: str,
-    columns: Sequence[str],
-    *,
-    dictionary: Sequence[str] = (),
-    files: Sequence[Path] | None = None,
+    table: str, files: Sequence[Path], columns: Sequence[str], dictionary: Sequence[str] = ()
 ) -> Iterator[pa.Table]:
-    """`read_arrow`'s rows, in the same order and with the same fields, as a few tables of
-    up to `GROUP_FILES` files each, so that a reader of many small files reduces them a group
-    at a time instead of holding them all."""
+    """`read_arrow`'s rows of `files` (a run's files of `table`, as listed before), in the same
+    order and with the same fields, as a few tables of up to `GROUP_FILES` files each, so that
+    a reader of many small files reduces them a group at a time instead of holding them all."""
     columns, cats, fields = _fields(table, columns, dictionary)
-    files = list(files) if files is not None else warehouse.files(table, run_id)
-    yield from _groups(files, columns, cats, fields, None)
+    yield from _groups(list(files), columns, cats, fields, None)
 
 
 # Many small files (a run as written: one per partition and rescore, one per trial) are read
