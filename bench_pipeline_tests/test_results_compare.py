@@ -15,6 +15,7 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from bench_pipeline.results import compare_all, paired_comparison, paired_trials, sign_test_p
 
@@ -81,6 +82,22 @@ def test_sign_test_by_hand():
     assert sign_test_p(0, 0) == 1.0
     assert sign_test_p(3, 3) == 1.0  # capped at 1
     assert sign_test_p(5, 0) == pytest.approx(2 / 32)
+
+
+@pytest.mark.parametrize(
+    ("wins", "losses"),
+    [(9, 1), (0, 40), (600, 650), (1000, 1000), (1211, 1289), (11_900, 12_300), (3, 24_997)],
+)
+def test_sign_test_over_many_tasks_matches_the_exact_sum(wins: int, losses: int) -> None:
+    # A run of tens of thousands of tasks: the exact tail (big-integer binomial sums, as
+    # the definition reads) and SciPy's binomtest agree with it.
+    n = wins + losses
+    if n <= 2500:  # (beyond that the exact sum takes seconds: SciPy alone)
+        exact = min(1.0, 2 * sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n)
+        assert sign_test_p(wins, losses) == pytest.approx(exact, rel=1e-9, abs=1e-300)
+    assert sign_test_p(wins, losses) == pytest.approx(
+        stats.binomtest(wins, n, 0.5).pvalue, rel=1e-9, abs=1e-300
+    )
 
 
 def test_paired_comparison_counts():
