@@ -48,7 +48,7 @@ import pandas as pd
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
 from ._common import first_rows, first_value, nan_to_none, single_run, str_codes
-from .effects import binom_half_two_sided, paired_effects
+from .effects import PairedInputs, binom_half_two_sided, paired_effects, paired_effects_many
 from .scores import trial_overall
 
 SIDE_COLUMNS = [
@@ -360,10 +360,15 @@ def compare_all(
     if not others:
         return pd.DataFrame([])
     fast = _FastPairs(pt)
+    found = [fast.counted(cfg, str(baseline_config)) for cfg in others]
+    # (the effects of every comparison at once: those over as many tasks share their
+    # resamples, which at thousands of tasks are most of the work)
+    effects = iter(paired_effects_many([parts[1] for parts in found if parts is not None]))
     rows = [
-        fast.summary(cfg, str(baseline_config))
-        or paired_comparison(trials, scores, cfg, str(baseline_config), per_trial=pt)
-        for cfg in others
+        {**parts[0], **next(effects)}
+        if parts is not None
+        else paired_comparison(trials, scores, cfg, str(baseline_config), per_trial=pt)
+        for cfg, parts in zip(others, found, strict=True)
     ]
     return pd.DataFrame(rows)
 
@@ -579,6 +584,12 @@ class _FastPairs:
         return keyed
 
     def summary(self, candidate: str, baseline: str) -> dict | None:
+        parts = self.counted(candidate, baseline)
+        return None if parts is None else {**parts[0], **paired_effects(*parts[1])}
+
+    def counted(self, candidate: str, baseline: str) -> tuple[dict, PairedInputs] | None:
+        """`summary` but for its effect fields: the counted fields, and what the effects are
+        computed from (`effects.paired_effects_many`, for several comparisons at once)."""
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None
         cand, base = self._by_key(candidate), self._by_key(baseline, keep=True)
@@ -663,18 +674,17 @@ class _FastPairs:
                 dur_delta,
                 (c_spend, b_spend, c_per, b_per),
             ),
-            **paired_effects(
-                task,
-                cand.overall[main],
-                base.overall[main],
-                cp,
-                bp,
-                task[cost_ok],
-                cost_delta,
-                task[dur_ok],
-                dur_delta,
-            ),
-        }
+        }, PairedInputs(
+            task,
+            cand.overall[main],
+            base.overall[main],
+            cp,
+            bp,
+            task[cost_ok],
+            cost_delta,
+            task[dur_ok],
+            dur_delta,
+        )
 
 
 def _repetition_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,15 @@ config), so every interval and test here treats the task as the unit that varies
   `binomtest` gives, summed here without importing SciPy). It treats pairs as independent; the
   sign test over tasks is its clustered twin.
 
+Memory is bounded whatever the task count: a resampling matrix (resamples x tasks) of at
+most `MATRIX_ENTRIES` entries is drawn in one call and kept for the next interval of as many
+tasks; a bigger one (a run of thousands of tasks) is drawn a block of resamples at a time, each
+block applied at once to every interval and test of that task count (`bootstrap_intervals`,
+`sign_flip_ps`). The sign flips are then the same draws as in one call (one double each); the
+bootstrap's task draws come from the same seeded generator a block at a time, which is not the
+one-call stream (numpy buffers bounded integers within a call), so an interval over more tasks
+than `MATRIX_ENTRIES / n_boot` is as deterministic but not bit-equal to the one-call draw.
+
 `paired_effects(...)` -> the fields a paired comparison carries (all null when there are no
 pairs; intervals null with fewer than two tasks): `overall_pairs`, `overall_delta` (mean of
 candidate - baseline overall over pairs both scored), `overall_delta_ci_low/high`,
@@ -29,6 +38,7 @@ duration deltas use).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -39,6 +49,9 @@ N_BOOT = 2000
 SEED = 0
 EXACT_MAX_TASKS = 16
 N_FLIPS = 20000
+# The most entries of a resampling matrix held at once (float64: 32 MiB). At 25,000 tasks the
+# sign flips alone were 20,000 x 25,000 doubles (4 GiB) and a run's comparisons peaked at 9.5 GiB.
+MATRIX_ENTRIES = 2**22
 
 
 class Effect(NamedTuple):
@@ -105,16 +118,69 @@ def bootstrap_from_sums(
     n_boot: int = N_BOOT,
     seed: int = SEED,
 ) -> tuple[float | None, float | None]:
-    g = len(sums)
-    if g < 2:
-        return None, None
-    draws = _draw_counts(g, n_boot, seed)
-    # (how often each task is drawn, times its sums: the resampled totals as a product,
-    # equal to summing the drawn tasks' sums but for rounding, without gathering them)
-    means = (draws @ sums) / (draws @ counts)
+    return bootstrap_intervals([(sums, counts)], level=level, n_boot=n_boot, seed=seed)[0]
+
+
+def bootstrap_intervals(
+    jobs: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    level: float = 0.95,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> list[tuple[float | None, float | None]]:
+    """`bootstrap_from_sums` of each (per-task sums, per-task counts): the intervals over the
+    same number of tasks share their resamples, drawn once (see module doc)."""
+    out: list[tuple[float | None, float | None]] = [(None, None)] * len(jobs)
     tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
+    for g, members in _by_task_count(len(sums) for sums, _ in jobs).items():
+        if g < 2:
+            continue
+        if n_boot * g <= MATRIX_ENTRIES:
+            draws = _draw_counts(g, n_boot, seed)
+            # (how often each task is drawn, times its sums: the resampled totals as a
+            # product, equal to summing the drawn tasks' sums but for rounding, without
+            # gathering them)
+            means = np.column_stack([(draws @ jobs[i][0]) / (draws @ jobs[i][1]) for i in members])
+        else:
+            sums = np.column_stack([jobs[i][0] for i in members])
+            counts = np.column_stack([jobs[i][1] for i in members])
+            means = np.empty((n_boot, len(members)))
+            for start, block in _draw_count_blocks(g, n_boot, seed):
+                means[start : start + len(block)] = (block @ sums) / (block @ counts)
+        low, high = np.quantile(means, [tail, 1 - tail], axis=0)
+        for j, i in enumerate(members):
+            out[i] = (float(low[j]), float(high[j]))
+    return out
+
+
+def _by_task_count(sizes: Iterable[int]) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(sizes):
+        groups.setdefault(g, []).append(i)
+    return groups
+
+
+def _rows_per_block(g: int) -> int:
+    return max(1, MATRIX_ENTRIES // g)
+
+
+def _draw_count_blocks(g: int, n_boot: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """`_draw_counts`' rows a block at a time (first row, block), from one seeded generator."""
+    rng = np.random.default_rng(seed)
+    rows = _rows_per_block(g)
+    for start in range(0, n_boot, rows):
+        k = min(rows, n_boot - start)
+        idx = rng.integers(0, g, size=(k, g))
+        idx += g * np.arange(k)[:, None]
+        yield start, np.bincount(idx.ravel(), minlength=k * g).reshape(k, g).astype(float)
+
+
+def _flip_blocks(g: int, n_flips: int, seed: int) -> Iterator[np.ndarray]:
+    """`_flips`' rows a block at a time: the same draws (one double per entry, in row order)."""
+    rng = np.random.default_rng(seed)
+    rows = _rows_per_block(g)
+    for start in range(0, n_flips, rows):
+        yield (rng.random((min(rows, n_flips - start), g)) < 0.5).astype(float)
 
 
 def bootstrap_ci(
@@ -137,19 +203,47 @@ def _all_signs(g: int) -> np.ndarray:
 
 
 def sign_flip_from_sums(sums: np.ndarray, *, n_flips: int = N_FLIPS, seed: int = SEED) -> float:
-    g = len(sums)
-    if g == 0:
-        return 1.0
-    observed = abs(float(sums.sum()))
-    # Relative tolerance: a flipped sum equal to the observed one must count as "as extreme".
-    tol = 1e-9 * max(1.0, float(np.abs(sums).sum()))
-    if g <= EXACT_MAX_TASKS:
-        flipped = np.abs(_all_signs(g) @ sums)
-        return float(np.mean(flipped >= observed - tol))
-    # Flipping the tasks in `neg` turns the total S into S - 2 * sum(neg * sums).
-    flipped = np.abs(float(sums.sum()) - 2.0 * (_flips(g, n_flips, seed) @ sums))
-    hits = int((flipped >= observed - tol).sum())
-    return (1 + hits) / (1 + n_flips)
+    return sign_flip_ps([sums], n_flips=n_flips, seed=seed)[0]
+
+
+def sign_flip_ps(
+    jobs: Sequence[np.ndarray], *, n_flips: int = N_FLIPS, seed: int = SEED
+) -> list[float]:
+    """`sign_flip_from_sums` of each per-task sums: the tests over the same number of tasks
+    share their flips, drawn once (see module doc)."""
+    out = [1.0] * len(jobs)
+    for g, members in _by_task_count(len(sums) for sums in jobs).items():
+        if g == 0:
+            continue
+        totals = np.array([float(jobs[i].sum()) for i in members])
+        # Relative tolerance: a flipped sum equal to the observed one must count as "as extreme".
+        floor = np.abs(totals) - np.array(
+            [1e-9 * max(1.0, float(np.abs(jobs[i]).sum())) for i in members]
+        )
+        if g <= EXACT_MAX_TASKS:
+            for j, i in enumerate(members):
+                flipped = np.abs(_all_signs(g) @ jobs[i])
+                out[i] = float(np.mean(flipped >= floor[j]))
+            continue
+        # Flipping the tasks in `neg` turns the total S into S - 2 * sum(neg * sums).
+        if n_flips * g <= MATRIX_ENTRIES:
+            hits = [
+                int(
+                    (
+                        np.abs(totals[j] - 2.0 * (_flips(g, n_flips, seed) @ jobs[i])) >= floor[j]
+                    ).sum()
+                )
+                for j, i in enumerate(members)
+            ]
+        else:
+            sums = np.column_stack([jobs[i] for i in members])
+            counted = np.zeros(len(members), dtype=np.int64)
+            for neg in _flip_blocks(g, n_flips, seed):
+                counted += (np.abs(totals - 2.0 * (neg @ sums)) >= floor).sum(axis=0)
+            hits = [int(h) for h in counted]
+        for j, i in enumerate(members):
+            out[i] = (1 + hits[j]) / (1 + n_flips)
+    return out
 
 
 def sign_flip_p(
@@ -211,6 +305,21 @@ def _none_if_nan(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
+class PairedInputs(NamedTuple):
+    """What `paired_effects` takes: the counted pairs' tasks, overall scores and passes, and
+    the tasks and deltas of the pairs the cost and duration deltas use."""
+
+    tasks: np.ndarray
+    candidate_overall: np.ndarray
+    baseline_overall: np.ndarray
+    candidate_pass: np.ndarray
+    baseline_pass: np.ndarray
+    cost_tasks: np.ndarray
+    cost_delta: np.ndarray
+    duration_tasks: np.ndarray
+    duration_delta: np.ndarray
+
+
 def paired_effects(
     tasks: np.ndarray,
     candidate_overall: np.ndarray,
@@ -224,26 +333,86 @@ def paired_effects(
 ) -> dict[str, float | int | None]:
     """The effect-size fields of a paired comparison (see module doc). `tasks` labels the
     counted pairs; candidate/baseline_pass are booleans of those pairs."""
-    tasks = np.asarray(tasks)
-    diff = np.asarray(candidate_overall, dtype=float) - np.asarray(baseline_overall, dtype=float)
-    overall = effect(tasks, diff)
-    cp = np.asarray(candidate_pass, dtype=bool)
-    bp = np.asarray(baseline_pass, dtype=bool)
-    pass_eff = effect(tasks, cp.astype(float) - bp.astype(float), with_p=False)
-    cost = effect(np.asarray(cost_tasks), np.asarray(cost_delta, dtype=float), with_p=False)
-    dur = effect(np.asarray(duration_tasks), np.asarray(duration_delta, dtype=float), with_p=False)
-    return {
-        "overall_pairs": overall.n,
-        "overall_delta": overall.delta,
-        "overall_delta_ci_low": overall.ci_low,
-        "overall_delta_ci_high": overall.ci_high,
-        "overall_delta_p": overall.p_value,
-        "pass_rate_delta": pass_eff.delta,
-        "pass_rate_delta_ci_low": pass_eff.ci_low,
-        "pass_rate_delta_ci_high": pass_eff.ci_high,
-        "mcnemar_p": mcnemar_p(int((cp & ~bp).sum()), int((~cp & bp).sum())) if len(cp) else None,
-        "cost_delta_ci_low_usd": _none_if_nan(cost.ci_low),
-        "cost_delta_ci_high_usd": _none_if_nan(cost.ci_high),
-        "duration_delta_ci_low_seconds": _none_if_nan(dur.ci_low),
-        "duration_delta_ci_high_seconds": _none_if_nan(dur.ci_high),
-    }
+    return paired_effects_many(
+        [
+            PairedInputs(
+                tasks,
+                candidate_overall,
+                baseline_overall,
+                candidate_pass,
+                baseline_pass,
+                cost_tasks,
+                cost_delta,
+                duration_tasks,
+                duration_delta,
+            )
+        ]
+    )[0]
+
+
+def paired_effects_many(comparisons: Sequence[PairedInputs]) -> list[dict[str, float | int | None]]:
+    """`paired_effects` of several comparisons, their intervals and tests over the same number
+    of tasks drawn together (a run's comparisons against one baseline usually share their
+    tasks: one pass over the resamples serves them all)."""
+    # per comparison: the per-task sums and counts of its overall, pass, cost and duration
+    # differences, in that order
+    sums: list[tuple[np.ndarray, np.ndarray]] = []
+    passes: list[np.ndarray] = []
+    for c in comparisons:
+        tasks = np.asarray(c.tasks)
+        diff = np.asarray(c.candidate_overall, dtype=float) - np.asarray(
+            c.baseline_overall, dtype=float
+        )
+        cp = np.asarray(c.candidate_pass, dtype=bool)
+        bp = np.asarray(c.baseline_pass, dtype=bool)
+        passes.append(np.array([(cp & ~bp).sum(), (~cp & bp).sum(), len(cp)]))
+        sums += [
+            task_sums(tasks, diff),
+            task_sums(tasks, cp.astype(float) - bp.astype(float)),
+            task_sums(np.asarray(c.cost_tasks), np.asarray(c.cost_delta, dtype=float)),
+            task_sums(np.asarray(c.duration_tasks), np.asarray(c.duration_delta, dtype=float)),
+        ]
+    # (an interval only where there are pairs: `effect` gives none without)
+    known = [i for i, (_, counts) in enumerate(sums) if counts.sum() > 0]
+    intervals: list[tuple[float | None, float | None]] = [(None, None)] * len(sums)
+    for i, ci in zip(known, bootstrap_intervals([sums[i] for i in known]), strict=True):
+        intervals[i] = ci
+    tested = [i for i in range(0, len(sums), 4) if sums[i][1].sum() > 0]
+    p_values = dict(zip(tested, sign_flip_ps([sums[i][0] for i in tested]), strict=True))
+    out = []
+    for k, (candidate_only, baseline_only, n_pass) in enumerate(passes):
+        overall, pass_eff, cost, dur = (
+            _effect(sums[4 * k + j], intervals[4 * k + j], p_values.get(4 * k + j))
+            for j in range(4)
+        )
+        out.append(
+            {
+                "overall_pairs": overall.n,
+                "overall_delta": overall.delta,
+                "overall_delta_ci_low": overall.ci_low,
+                "overall_delta_ci_high": overall.ci_high,
+                "overall_delta_p": overall.p_value,
+                "pass_rate_delta": pass_eff.delta,
+                "pass_rate_delta_ci_low": pass_eff.ci_low,
+                "pass_rate_delta_ci_high": pass_eff.ci_high,
+                "mcnemar_p": mcnemar_p(int(candidate_only), int(baseline_only)) if n_pass else None,
+                "cost_delta_ci_low_usd": _none_if_nan(cost.ci_low),
+                "cost_delta_ci_high_usd": _none_if_nan(cost.ci_high),
+                "duration_delta_ci_low_seconds": _none_if_nan(dur.ci_low),
+                "duration_delta_ci_high_seconds": _none_if_nan(dur.ci_high),
+            }
+        )
+    return out
+
+
+def _effect(
+    sums: tuple[np.ndarray, np.ndarray],
+    interval: tuple[float | None, float | None],
+    p_value: float | None,
+) -> Effect:
+    """`effect`'s result from its parts, computed for several at once."""
+    total, counts = sums
+    n = int(counts.sum())
+    if n == 0:
+        return Effect(0, 0, None, None, None, None)
+    return Effect(n, len(total), float(total.sum() / n), interval[0], interval[1], p_value)
