@@ -73,22 +73,30 @@ def config_table_by_tag(
         cells = cell_stats(pt, inv, n_cfg, catalog)
     task_codes, task_names = str_codes(pt["task_id"])
     first = first_rows(task_codes, len(task_names))
-    raw_tags = pt["tags"] if "tags" in pt else None
-    tags_of: list[list[str]] = []
-    for row in first:
-        value = raw_tags.iloc[row] if raw_tags is not None and row >= 0 else []
-        tags_of.append(list(dict.fromkeys(_tag_list(value))) or [UNTAGGED])
+    # (each task's tags taken in one gather, and the cells fanned out to their tags with
+    # array ops: a row lookup per task and a loop over the cells cost 3 s at 25,000 tasks)
+    values: list[object] = [[]] * len(first)
+    if "tags" in pt and len(first):
+        known = first >= 0
+        found = pt["tags"].iloc[first[known]].tolist()
+        for i, value in zip(np.flatnonzero(known).tolist(), found, strict=True):
+            values[i] = value
+    tags_of = [list(dict.fromkeys(_tag_list(value))) or [UNTAGGED] for value in values]
     tag_names = sorted({t for tags in tags_of for t in tags})
     tag_index = {t: i for i, t in enumerate(tag_names)}
-    take, out_key = [], []
-    for c, (g, t) in enumerate(zip(cells["group"], cells["task"], strict=True)):
-        if t < 0:
-            continue
-        for tag in tags_of[t]:
-            take.append(c)
-            out_key.append(tag_index[tag] * n_cfg + g)
-    take_a = np.asarray(take, dtype=np.int64)
-    uniq, group = np.unique(np.asarray(out_key, dtype=np.int64), return_inverse=True)
+    # every task's tag codes end to end, and where each task's start (in task order)
+    per_task = np.fromiter((len(tags) for tags in tags_of), dtype=np.int64, count=len(tags_of))
+    codes = np.fromiter((tag_index[t] for tags in tags_of for t in tags), dtype=np.int64)
+    starts = np.cumsum(per_task) - per_task
+    # each cell of a task once per tag of it, in cell order, then tag order (as a loop would)
+    cell_ids = np.flatnonzero(np.asarray(cells["task"]) >= 0)
+    cell_task = np.asarray(cells["task"], dtype=np.int64)[cell_ids]
+    fan = per_task[cell_task]
+    take_a = np.repeat(cell_ids, fan)
+    within = np.arange(len(take_a)) - np.repeat(np.cumsum(fan) - fan, fan)
+    tag_of_take = codes[np.repeat(starts[cell_task], fan) + within]
+    group_of_take = np.asarray(cells["group"], dtype=np.int64)[take_a]
+    uniq, group = np.unique(tag_of_take * n_cfg + group_of_take, return_inverse=True)
     key_values = {
         "tag": pd.Series([tag_names[u // n_cfg] for u in uniq], dtype=object),
         "config_id": pt["config_id"].iloc[cfg_first[uniq % n_cfg]].reset_index(drop=True),

@@ -98,18 +98,23 @@ class ConfigCells(NamedTuple):
     cells: dict[str, np.ndarray]
 
     def to_json(self) -> str:
-        """The sums as JSON (floats written exactly: JSON's float text round-trips, NaN too),
-        to be stored beside the per-trial rows they were computed from."""
+        """The sums as JSON, to be stored beside the per-trial rows they were computed from:
+        each numeric array as its bytes (base64: exact, NaN too, and ~50x quicker than a
+        list of numbers, which took 3 s at 25,000 tasks x 8 configs)."""
+        import base64
         import json
+
+        def array(values: np.ndarray) -> dict[str, object]:
+            if values.dtype == object:
+                return {"dtype": "object", "values": values.tolist()}
+            data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
+            return {"dtype": data.dtype.str, "bytes": base64.b64encode(data.tobytes()).decode()}
 
         return json.dumps(
             {
-                "first": self.first.tolist(),
+                "first": array(np.asarray(self.first, dtype=np.int64)),
                 "n_groups": int(self.n_groups),
-                "cells": {
-                    name: {"dtype": str(values.dtype), "values": values.tolist()}
-                    for name, values in self.cells.items()
-                },
+                "cells": {name: array(values) for name, values in self.cells.items()},
             }
         )
 
@@ -119,14 +124,22 @@ class ConfigCells(NamedTuple):
         import json
 
         data = json.loads(text)
-        cells = {
-            name: np.array(item["values"], dtype=item["dtype"])
-            if item["dtype"] != "object"
-            else np.array(item["values"], dtype=object)
-            for name, item in data["cells"].items()
-        }
-        first = np.array(data["first"], dtype=np.int64)
-        return cls(per_trial, first, int(data["n_groups"]), cells)
+        cells = {name: _array(item) for name, item in data["cells"].items()}
+        return cls(per_trial, _array(data["first"]), int(data["n_groups"]), cells)
+
+
+def _array(item: dict) -> np.ndarray:
+    """One array as `ConfigCells.to_json` wrote it."""
+    import base64
+
+    if item["dtype"] == "object":
+        return np.array(item["values"], dtype=object)
+    dtype = np.dtype(item["dtype"])
+    # (a copy in native order: the arrays are written to by no one, but a view of the text's
+    # buffer would keep the whole text alive)
+    return np.frombuffer(base64.b64decode(item["bytes"]), dtype=dtype).astype(
+        dtype.newbyteorder("="), copy=True
+    )
 
 
 def config_cells(per_trial: pd.DataFrame, scores: pd.DataFrame | None = None) -> ConfigCells:

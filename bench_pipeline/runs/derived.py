@@ -399,7 +399,7 @@ def _general_per_trial(
 # so the cache file and the frame stay small (trials' error texts are the big one).
 PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "groups_scored")
 # Bumped whenever what `derived_per_trial` computes changes: an older cache is then rebuilt.
-PER_TRIAL_FORMAT = "1"
+PER_TRIAL_FORMAT = "2"  # 2: the config x task sums stored as bytes, not lists
 _KEY_FIELD = b"bench_pipeline.inputs"
 _CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
 _CELLS_FIELD = b"bench_pipeline.config_cells"
