@@ -12,7 +12,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -132,7 +134,8 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
 # `stray`: a row without a scorer (the general route), or a rescore at the very time of the row
 # it supersedes in a file read after it (the tie goes to the row read last)
 # `group`: many small files are read that many at a time (columns.GROUP_FILES, 256 as shipped:
-# one group here); 16 reads these runs' files in several groups, each joined before the next
+# one group here); 16 reads these runs' files in several groups, each joined before the next;
+# ("bytes", N): a group ends at N bytes on disk (columns.GROUP_BYTES: big files, few per group)
 @pytest.mark.parametrize(
     ("layout", "reps", "orphan", "stray", "group"),
     [
@@ -146,6 +149,8 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
         ("partition", 24, False, None, 16),
         ("partition", 24, True, None, 16),
         ("partition", 24, False, "tie", 16),
+        ("partition", 24, False, "tie", ("bytes", 20_000)),
+        ("trial", 4, True, None, ("bytes", 20_000)),
     ],
 )
 def test_derived_tables_equal_the_previous_implementation(
@@ -155,12 +160,15 @@ def test_derived_tables_equal_the_previous_implementation(
     reps: int,
     orphan: bool,
     stray: str | None,
-    group: int | None,
+    group: int | tuple[str, int] | None,
 ) -> None:
-    if group is not None:
-        from bench_pipeline.warehouse import columns
+    from bench_pipeline.warehouse import columns
 
+    if isinstance(group, tuple):
+        monkeypatch.setattr(columns, "GROUP_BYTES", group[1])
+    elif group is not None:
         monkeypatch.setattr(columns, "GROUP_FILES", group)
+    groups = _count_groups(monkeypatch, columns)
     run_id, base_id = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
     _warehouse(tmp_path, layout, seed=3, run_id=base_id, reps=reps)
     wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan, stray=stray)
@@ -174,6 +182,8 @@ def test_derived_tables_equal_the_previous_implementation(
     for name in DERIVED_TABLES:
         assert_same_table(name, derived.tables[name], old[name])
     assert derived.recommendations == old_recs
+    if group is not None:  # (the reads were split as the case says)
+        assert max(groups) > 1
     # Every trial id is its triple, so the trials are keyed by integers; the score rows are
     # placed by them unless one names no trial (an orphan) or no scorer, which take the ids as
     # strings and then the general route.
@@ -193,6 +203,20 @@ def test_derived_tables_equal_the_previous_implementation(
     # (the grid's lists of trial ids are an Arrow column, written and read back as lists)
     grid = wh.read("task_grid", run_id)
     assert [list(ids) for ids in grid["trial_ids"]] == old["task_grid"]["trial_ids"].tolist()
+
+
+def _count_groups(monkeypatch: pytest.MonkeyPatch, columns: ModuleType) -> list[int]:
+    """How many groups each grouped read of the test split its files into (appended)."""
+    counts: list[int] = [0]
+    split = columns._file_groups
+
+    def counted(files: list[Path]) -> Iterator[list[Path]]:
+        groups = list(split(files))
+        counts.append(len(groups))
+        return iter(groups)
+
+    monkeypatch.setattr(columns, "_file_groups", counted)
+    return counts
 
 
 KEYED = "read trials, key them by task, config and repetition"

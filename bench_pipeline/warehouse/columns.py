@@ -170,8 +170,30 @@ def read_groups(
 # trials (60,000 files) that was 3.3 GiB of peak RSS; in groups of 1,024 files 522 MiB, of 256
 # 475 MiB, in the same time (`perf/analysis.py --layout partition`: ~1.3 ms a file either way,
 # the files' count is the cost). A group of hundreds still overlaps opening one file with
-# decoding another.
+# decoding another. A group also ends at GROUP_BYTES on disk: a run of few partitions with many
+# tasks has tens of big files (25,000 tasks x 40 partitions: 80 score files of 1 MiB, 5 million
+# rows), and one group of all of them peaked at 1.1 GiB.
 GROUP_FILES = 256
+GROUP_BYTES = 4 * 2**20
+
+
+def _file_groups(files: list[Path]) -> Iterator[list[Path]]:
+    """`files` in order, in groups of at most GROUP_FILES files and (but for a bigger file
+    alone) GROUP_BYTES on disk."""
+    group: list[Path] = []
+    size = 0
+    for path in files:
+        try:
+            bytes_ = path.stat().st_size
+        except OSError:  # (gone since listed: the read says so, naming it)
+            bytes_ = 0
+        if group and (len(group) == GROUP_FILES or size + bytes_ > GROUP_BYTES):
+            yield group
+            group, size = [], 0
+        group.append(path)
+        size += bytes_
+    if group:
+        yield group
 
 
 def _groups(
@@ -185,8 +207,8 @@ def _groups(
     if not files:
         yield schema.empty_table()
         return
-    for start in range(0, len(files), GROUP_FILES):
-        group = files[start : start + GROUP_FILES]
+    groups = list(_file_groups(files))
+    for group in groups:
         try:
             data = ds.dataset([str(f) for f in group], schema=schema, format=_format(cats, False))
             part = data.to_table(columns=columns, filter=where)
@@ -196,7 +218,7 @@ def _groups(
         # (one chunk per column: dictionaries unified, the files' small buffers freed)
         joined = part.combine_chunks()
         del part, data
-        if len(files) > GROUP_FILES:  # (more groups to come: their reads reuse these pages)
+        if len(groups) > 1:  # (more groups to come: their reads reuse these pages)
             release_memory()
         yield joined
 
