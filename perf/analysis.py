@@ -28,6 +28,10 @@ its files are joined); `trial` is what it writes for slow trials while they run 
 trial); `run` puts each table of the run in one file (what a compaction of a finished run
 would leave: the product has none). Reading tens of thousands of files costs seconds by
 itself (~1.3 ms a file), so the default is `run` and the others are reported apart.
+
+The default shape has 50 tasks: a million trials as many tasks and few repetitions
+(`--tasks 25000 --configs 8 --reps 5`) weighs the per-task work instead (the config x task
+sums, the tags, the paired comparison's resampling over tasks).
 """
 
 from __future__ import annotations
