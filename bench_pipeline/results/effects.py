@@ -293,12 +293,11 @@ def effect(
 ) -> Effect:
     """Mean paired difference, its cluster-bootstrap interval and sign-flip p over tasks."""
     sums, counts = task_sums(tasks, diffs)
-    n = int(counts.sum())
-    if n == 0:
+    if counts.sum() == 0:
         return Effect(0, 0, None, None, None, None)
-    low, high = bootstrap_from_sums(sums, counts, level=level, n_boot=n_boot, seed=seed)
+    interval = bootstrap_from_sums(sums, counts, level=level, n_boot=n_boot, seed=seed)
     p = sign_flip_from_sums(sums, seed=seed) if with_p else None
-    return Effect(n, len(sums), float(sums.sum() / n), low, high, p)
+    return _effect((sums, counts), interval, p)
 
 
 def _none_if_nan(x: float | None) -> float | None:
@@ -410,7 +409,8 @@ def _effect(
     interval: tuple[float | None, float | None],
     p_value: float | None,
 ) -> Effect:
-    """`effect`'s result from its parts, computed for several at once."""
+    """An `Effect` from its parts (its interval and p-value computed apart, for several
+    effects at once by `paired_effects_many`)."""
     total, counts = sums
     n = int(counts.sum())
     if n == 0:
