@@ -221,11 +221,15 @@ def cells_pass_k(
     g = group[used]
     n = np.rint(n_cell[used]).astype(np.int64)
     c = np.rint(c_cell[used]).astype(np.int64)
-    pairs = np.unique(np.stack([n, c]), axis=1) if len(n) else np.zeros((2, 0), np.int64)
-    at_of = {(a, b): pass_at_k(int(a), int(b), k) for a, b in pairs.T}
-    hat_of = {(a, b): pass_hat_k(int(a), int(b), k) for a, b in pairs.T}
-    at = np.array([at_of[key] for key in zip(n, c, strict=True)], dtype=float)
-    hat = np.array([hat_of[key] for key in zip(n, c, strict=True)], dtype=float)
+    # (each distinct (scored, passed) pair computed once and spread by index: a lookup per
+    # cell in Python took 0.4 s of a table at 25,000 tasks x 8 configs)
+    if len(n):
+        pairs, which = np.unique(np.stack([n, c]), axis=1, return_inverse=True)
+    else:
+        pairs, which = np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
+    which = which.reshape(-1)
+    at = np.array([pass_at_k(int(a), int(b), k) for a, b in pairs.T], dtype=float)[which]
+    hat = np.array([pass_hat_k(int(a), int(b), k) for a, b in pairs.T], dtype=float)[which]
     ok = ~np.isnan(at)
     tasks = np.bincount(g[ok], minlength=n_groups)
     with np.errstate(divide="ignore", invalid="ignore"):
