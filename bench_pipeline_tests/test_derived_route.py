@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -599,7 +599,16 @@ def _stale_by_a_truncated_cache(wh: Warehouse) -> None:
 
 
 def _stale_by_unreadable_sums(wh: Warehouse) -> None:
-    """The cache's key still current, its stored config x task sums not JSON."""
+    """The cache's key still current, its stored config x task sums cut inside their header."""
+    _replace_sums(wh, lambda sums: sums[: sums.index(b"\0") // 2])
+
+
+def _stale_by_short_sums(wh: Warehouse) -> None:
+    """The cache's key still current, its stored config x task sums short of their last bytes."""
+    _replace_sums(wh, lambda sums: sums[:-8])
+
+
+def _replace_sums(wh: Warehouse, cut: Callable[[bytes], bytes]) -> None:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
@@ -609,7 +618,7 @@ def _stale_by_unreadable_sums(wh: Warehouse) -> None:
     cache = wh.root / layout.per_trial_cache(RUN)
     with pa.OSFile(str(cache)) as source:  # (read, not mapped: the file is written next)
         table = ipc.open_file(source).read_all()
-    meta = {**table.schema.metadata, _CELLS_FIELD: b'{"first": [0,'}
+    meta = {**table.schema.metadata, _CELLS_FIELD: cut(table.schema.metadata[_CELLS_FIELD])}
     table = table.replace_schema_metadata(meta)
     tmp = cache.with_name(".unreadable.arrow")
     with ipc.new_file(str(tmp), table.schema) as writer:
@@ -625,6 +634,7 @@ def _stale_by_unreadable_sums(wh: Warehouse) -> None:
         _stale_by_another_runs_cache,
         _stale_by_a_truncated_cache,
         _stale_by_unreadable_sums,
+        _stale_by_short_sums,
     ],
 )
 def test_a_stale_cache_is_never_used(tmp_path: Path, make_stale) -> None:

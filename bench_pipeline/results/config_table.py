@@ -97,49 +97,50 @@ class ConfigCells(NamedTuple):
     n_groups: int
     cells: dict[str, np.ndarray]
 
-    def to_json(self) -> str:
-        """The sums as JSON, to be stored beside the per-trial rows they were computed from:
-        each numeric array as its bytes (base64: exact, NaN too; as lists of numbers they took
-        3 s to write at 25,000 tasks x 8 configs)."""
-        import base64
+    def to_bytes(self) -> bytes:
+        """The sums as bytes, to be stored beside the per-trial rows they were computed from:
+        a JSON header naming each array, a NUL, then each numeric array's own bytes (exact,
+        NaN too; as JSON lists of numbers they took 3 s to write at 25,000 tasks x 8 configs,
+        and as base64 text 1 s)."""
         import json
 
-        def array(values: np.ndarray) -> dict[str, object]:
+        arrays: list[list[object]] = []
+        payload: list[bytes] = []
+        named = [("", np.asarray(self.first, dtype=np.int64)), *self.cells.items()]
+        for name, values in named:
             if values.dtype == object:
-                return {"dtype": "object", "values": values.tolist()}
+                arrays.append([name, "object", values.tolist()])
+                continue
             data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
-            return {"dtype": data.dtype.str, "bytes": base64.b64encode(data.tobytes()).decode()}
-
-        return json.dumps(
-            {
-                "first": array(np.asarray(self.first, dtype=np.int64)),
-                "n_groups": int(self.n_groups),
-                "cells": {name: array(values) for name, values in self.cells.items()},
-            }
-        )
+            arrays.append([name, data.dtype.str, data.nbytes])
+            payload.append(data.tobytes())
+        # (JSON text never holds a raw NUL: the first one ends the header)
+        header = json.dumps({"n_groups": int(self.n_groups), "arrays": arrays})
+        return header.encode() + b"\0" + b"".join(payload)
 
     @classmethod
-    def from_json(cls, per_trial: pd.DataFrame, text: str) -> ConfigCells:
-        """`to_json`'s sums for the very `per_trial` rows they were computed from."""
+    def from_bytes(cls, per_trial: pd.DataFrame, data: bytes) -> ConfigCells:
+        """`to_bytes`' sums for the very `per_trial` rows they were computed from."""
         import json
 
-        data = json.loads(text)
-        cells = {name: _array(item) for name, item in data["cells"].items()}
-        return cls(per_trial, _array(data["first"]), int(data["n_groups"]), cells)
-
-
-def _array(item: dict) -> np.ndarray:
-    """One array as `ConfigCells.to_json` wrote it."""
-    import base64
-
-    if item["dtype"] == "object":
-        return np.array(item["values"], dtype=object)
-    dtype = np.dtype(item["dtype"])
-    # (a copy in the machine's byte order, writable as the arrays it stands for: a view of
-    # the decoded bytes would be read-only)
-    return np.frombuffer(base64.b64decode(item["bytes"]), dtype=dtype).astype(
-        dtype.newbyteorder("="), copy=True
-    )
+        end = data.index(b"\0")
+        header = json.loads(data[:end])
+        view, at = memoryview(data)[end + 1 :], 0  # (the arrays' bytes, not copied)
+        arrays: dict[str, np.ndarray] = {}
+        for name, dtype, item in header["arrays"]:
+            if dtype == "object":
+                arrays[name] = np.array(item, dtype=object)
+                continue
+            kind = np.dtype(dtype)
+            if at + item > len(view):
+                raise ValueError("config cells: fewer bytes than the header names")
+            # (a copy in the machine's byte order, writable as the arrays it stands for)
+            arrays[name] = np.frombuffer(view[at : at + item], dtype=kind).astype(
+                kind.newbyteorder("="), copy=True
+            )
+            at += item
+        first = arrays.pop("")
+        return cls(per_trial, first, int(header["n_groups"]), arrays)
 
 
 def config_cells(per_trial: pd.DataFrame, scores: pd.DataFrame | None = None) -> ConfigCells:

@@ -399,7 +399,7 @@ def _general_per_trial(
 # so the cache file and the frame stay small (trials' error texts are the big one).
 PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "groups_scored")
 # Bumped whenever what `derived_per_trial` computes changes: an older cache is then rebuilt.
-PER_TRIAL_FORMAT = "2"  # 2: the config x task sums stored as bytes, not lists
+PER_TRIAL_FORMAT = "2"  # 2: the config x task sums stored as their arrays' bytes, not JSON
 _KEY_FIELD = b"bench_pipeline.inputs"
 _CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
 _CELLS_FIELD = b"bench_pipeline.config_cells"
@@ -488,7 +488,7 @@ def read_per_trial_cache(
         del table
         frame.attrs["scorer_catalog"] = catalog
         cells = meta.get(_CELLS_FIELD)
-        sums = R.ConfigCells.from_json(frame, cells.decode()) if cells else None
+        sums = R.ConfigCells.from_bytes(frame, cells) if cells else None
     except (OSError, pa.ArrowException, KeyError, TypeError, ValueError):  # (JSON errors too)
         return None
     return frame, sums
@@ -529,7 +529,7 @@ def write_per_trial_cache(
         schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
         extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
         if cells is not None:
-            extra[_CELLS_FIELD] = cells.to_json().encode()
+            extra[_CELLS_FIELD] = cells.to_bytes()
         schema = schema.with_metadata({**(schema.metadata or {}), **extra})
         # (built before the tables run: its numeric columns are the frame's buffers, which
         # no table writes to, and the rest are copies)
