@@ -281,6 +281,19 @@ def blocked_brute_bootstrap(
     return tuple(np.quantile(means, [0.025, 0.975]))
 
 
+def flips_by_hand(sums: np.ndarray, n_flips: int) -> float:
+    """The documented flips past MATRIX_ENTRIES, drawn in one call: each row of flips is the
+    bits (least significant first) of its whole 32-bit words of the seeded generator's bytes."""
+    g = len(sums)
+    width = 4 * ((g + 31) // 32)
+    data = np.frombuffer(np.random.default_rng(SEED).bytes(n_flips * width), dtype=np.uint8)
+    bits = np.unpackbits(data.reshape(n_flips, width), axis=1, bitorder="little")[:, :g]
+    total = float(sums.sum())
+    floor = abs(total) - 1e-9 * max(1.0, float(np.abs(sums).sum()))
+    hits = sum(abs(total - 2.0 * float(sums[row.astype(bool)].sum())) >= floor for row in bits)
+    return (1 + hits) / (1 + n_flips)
+
+
 def test_thousands_of_tasks_resample_in_blocks_of_bounded_memory(monkeypatch) -> None:
     # A run of thousands of tasks: the resampling matrices would be resamples x tasks
     # (9.5 GiB at 25,000 tasks). Past MATRIX_ENTRIES they are drawn a block at a time.
@@ -291,12 +304,17 @@ def test_thousands_of_tasks_resample_in_blocks_of_bounded_memory(monkeypatch) ->
     sums[2][:5] = 0.0  # (a few tasks without a difference: ties in the flips)
     one_call = effects.sign_flip_ps(sums, n_flips=4000)
     monkeypatch.setattr(effects, "MATRIX_ENTRIES", 7 * g + 5)  # blocks of 7 rows
-    # The sign flips in blocks are the very draws of one call: the same p-values, and each
-    # test alone as all three together.
+    # The sign flips in blocks are the documented bit draws computed by hand, whatever the
+    # block's size, each test alone as all three together, and agree with the one-call
+    # flips (doubles below 0.5) to the Monte Carlo error of 4,000 draws.
     blocked = effects.sign_flip_ps(sums, n_flips=4000)
-    assert blocked == one_call
+    assert blocked == [flips_by_hand(s, 4000) for s in sums]
     assert [effects.sign_flip_ps([s], n_flips=4000)[0] for s in sums] == blocked
+    monkeypatch.setattr(effects, "MATRIX_ENTRIES", 13 * g)  # blocks of 13 rows
+    assert effects.sign_flip_ps(sums, n_flips=4000) == blocked
+    assert blocked == pytest.approx(one_call, abs=0.03)
     assert blocked[0] > 0.05 > blocked[2]  # (the data say so: a test that can tell)
+    monkeypatch.setattr(effects, "MATRIX_ENTRIES", 7 * g + 5)
     # The bootstrap in blocks is the block draw (documented) computed by hand, and each
     # interval alone as all three together.
     intervals = effects.bootstrap_intervals(list(zip(sums, counts, strict=True)), n_boot=500)
