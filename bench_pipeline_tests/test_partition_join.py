@@ -144,11 +144,15 @@ class _JoinsAfterListing(Warehouse):
 
     joined = False
 
+    def __init__(self, root: Path, rep: int = 1):
+        super().__init__(root)
+        self.rep = rep
+
     def files(self, table: str, run_id: str | None = None, under: str | None = None):
         listed = super().files(table, run_id, under)
         if not self.joined and listed:
             self.joined = True  # (the join itself lists through a plain Warehouse)
-            join_partition(Warehouse(self.root), RUN, ("bot", 1))
+            join_partition(Warehouse(self.root), RUN, ("bot", self.rep))
         return listed
 
 
@@ -168,6 +172,12 @@ def test_a_reader_that_listed_the_files_before_the_join_reads_them_again(
     with pytest.raises(VanishedFileError, match="listed, then replaced before it was read"):
         read_arrow(wh, "trials", RUN, ["trial_id"], files=stale)
     assert read_arrow(wh, "trials", RUN, ["trial_id"]).num_rows == 5
+    # the column reader that lists for itself lists again too
+    _partition(wh, rep=2)
+    expected = sorted(wh.read("trials", RUN)["trial_id"])
+    racing = _JoinsAfterListing(tmp_path / "wh", rep=2)
+    ids = read_arrow(racing, "trials", RUN, ["trial_id"]).column("trial_id").to_pylist()
+    assert racing.joined and sorted(ids) == expected and len(ids) == 10
 
 
 def test_a_killed_joins_folder_is_read_by_nobody_and_removed_later(tmp_path: Path) -> None:

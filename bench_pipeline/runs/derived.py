@@ -620,15 +620,11 @@ def per_trial_results(
     built from the run's current trial and score files, else computed from them and stored
     for the next analysis (on `writer`'s thread when given: the caller waits for it, e.g. by
     shutting `writer` down). None when the run has no trials."""
-    from bench_pipeline.warehouse.store import LIST_AGAIN, VanishedFileError
+    from bench_pipeline.warehouse.store import listing_again
 
     timings = {} if timings is None else timings
-    for _ in range(LIST_AGAIN - 1):
-        try:
-            return _per_trial_results(warehouse, run_id, timings, writer)
-        except VanishedFileError:  # (a partition's files joined meanwhile: list them again)
-            continue
-    return _per_trial_results(warehouse, run_id, timings, writer)
+    # (a partition's files joined meanwhile: listed again)
+    return listing_again(lambda: _per_trial_results(warehouse, run_id, timings, writer))
 
 
 def _per_trial_results(

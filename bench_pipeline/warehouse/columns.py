@@ -23,11 +23,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from bench_pipeline.warehouse.store import (
-    LIST_AGAIN,
     CorruptFileError,
-    VanishedFileError,
     Warehouse,
     _readable,
+    listing_again,
     raise_if_vanished,
     table_schema,
 )
@@ -124,12 +123,9 @@ def read_arrow(
     if files is not None:
         return _read_files(list(files), columns, cats, fields, where)
     # listed here: listed again when one was replaced before it was read
-    for _ in range(LIST_AGAIN - 1):
-        try:
-            return _read_files(warehouse.files(table, run_id), columns, cats, fields, where)
-        except VanishedFileError:
-            continue
-    return _read_files(warehouse.files(table, run_id), columns, cats, fields, where)
+    return listing_again(
+        lambda: _read_files(warehouse.files(table, run_id), columns, cats, fields, where)
+    )
 
 
 def _read_files(

@@ -13,9 +13,9 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.files import installed_program, replace_text, replacing
@@ -81,22 +81,40 @@ class VanishedFileError(BenchInputError):
         )
 
 
+T = TypeVar("T")
+
 # How many times a reader lists a run's files when one it listed was replaced before it read
 # it (a partition's files are joined once, at the end of its trials: twice in a row is rare).
 LIST_AGAIN = 3
 
 
+def listing_again(read: Callable[[], T]) -> T:
+    """`read()`, a read that lists a run's files itself, run again on a fresh listing when a
+    file it listed was replaced before it was read (VanishedFileError): `LIST_AGAIN` times
+    in all, the last one's error raised."""
+    for _ in range(LIST_AGAIN - 1):
+        try:
+            return read()
+        except VanishedFileError:
+            continue
+    return read()
+
+
+def _first_vanished(files: Iterable[Path]) -> Path | None:
+    return next((f for f in files if not os.path.lexists(f)), None)
+
+
 def vanished(files: Iterable[Path]) -> bool:
     """Whether any of `files` (listed a moment ago) no longer exists."""
-    return any(not os.path.lexists(f) for f in files)
+    return _first_vanished(files) is not None
 
 
 def raise_if_vanished(files: Iterable[Path], cause: BaseException) -> None:
     """Raise VanishedFileError for the first of `files` gone since they were listed, when one
     is (the read's error `cause` came from that, not from a damaged file)."""
-    for f in files:
-        if not os.path.lexists(f):
-            raise VanishedFileError(f) from cause
+    gone = _first_vanished(files)
+    if gone is not None:
+        raise VanishedFileError(gone) from cause
 
 
 def _readable(path: Path) -> bool:

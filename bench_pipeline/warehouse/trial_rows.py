@@ -219,7 +219,10 @@ def join_partition(warehouse: Warehouse, run_id: str, partition: Partition) -> i
     (removed by a later join). Joining is an optimisation: where it cannot be done (a system
     without the exchange, an unreadable file, a full disk) the files stay as they are."""
     under = layout.partition_dir(*partition)
-    _remove_stale_joins(warehouse)
+    try:
+        _remove_stale_joins(warehouse)
+    except OSError as exc:  # (another user's folder, an I/O error: the join goes on regardless)
+        log.warning("stale joins under %s left in place (%s)", layout.JOINING, exc)
     joined = 0
     for table in TRIAL_TABLES:
         try:
