@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -332,7 +333,19 @@ def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> N
     # it), then the old route
     assert "first analysis: builds the per-trial cache" in out and "store the per-trial" in out
     assert "per-trial results + config x task sums (cached)" in out
-    assert out.count("peak RSS of the measuring process (VmHWM)") == 3
+    # the floor (the same files' columns decoded, nothing computed) before and after the two
+    # analyses, which are printed as multiples of it: every score and trial row decoded
+    assert out.count("plain read (the floor)") == 2
+    assert out.count("list the files, decode the columns compute_derived reads") == 2
+    generated = re.search(r"generated 24 trials and ([\d,]+) score rows", out)
+    decoded = re.findall(r"compute_derived reads \(([\d,]+) rows\)", out)
+    assert generated and decoded == [f"{24 + int(generated[1].replace(',', '')):,}"] * 2
+    assert re.search(
+        r"against the floor \([\d.]+ s, mean of the two\): first analysis "
+        r"[\d.]+x, steady [\d.]+x",
+        out,
+    )
+    assert out.count("peak RSS of the measuring process (VmHWM)") == 5
     assert "paired comparison" in out and "config table by tag" in out
 
 

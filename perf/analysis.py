@@ -29,6 +29,11 @@ trial); `run` puts each table of the run in one file (what a compaction of a fin
 would leave: the product has none). Reading tens of thousands of files costs seconds by
 itself (~1.3 ms a file), so the default is `run` and the others are reported apart.
 
+Around the two analyses, a fresh process measures the floor under any analysis of the same
+files: it lists them and decodes the columns compute_derived reads (pyarrow, every thread),
+and computes nothing; its figure is the mean of a run before and a run after them, and the
+analyses' times are printed as multiples of it.
+
 The default shape has 50 tasks: a million trials as many tasks and few repetitions
 (`--tasks 25000 --configs 8 --reps 5`) weighs the per-task work instead (the config x task
 sums, the tags, the paired comparison's resampling over tasks).
@@ -341,6 +346,59 @@ def measure(root: Path, run_id: str) -> int:
     return 0
 
 
+def measure_floor(root: Path, run_id: str) -> int:
+    """Child process: the floor under any analysis of these files. It lists the run's trial
+    and score files and decodes, with every thread, the columns compute_derived reads from
+    them (string columns dictionary-encoded, as it reads them), and computes nothing. Both
+    this child and `measure`'s import pandas and pyarrow before their clocks start, so
+    compute_derived's time above this floor is what it does with the rows."""
+    import pyarrow.dataset as ds
+
+    from bench_pipeline.results.scores import TRIAL_COLUMNS
+    from bench_pipeline.runs.derived import (
+        PER_TRIAL_UNUSED,
+        SCORE_CATEGORICAL,
+        SCORE_READ,
+        TRIAL_CATEGORICAL,
+        TRIAL_KEY,
+    )
+    from bench_pipeline.warehouse.store import Warehouse
+
+    reads = {
+        "trials": (
+            [c for c in (*TRIAL_COLUMNS, "attempt_no") if c not in PER_TRIAL_UNUSED],
+            TRIAL_CATEGORICAL,
+        ),
+        "scores": (
+            [*(c for c in SCORE_READ if c != "trial_id"), *TRIAL_KEY],
+            (*SCORE_CATEGORICAL, "task_id", "config_id"),
+        ),
+    }
+    start, cpu = time.perf_counter(), os.times()
+    rows = 0
+    for table, (columns, dictionary) in reads.items():
+        files = [str(f) for f in Warehouse(root).files(table, run_id)]
+        if not files:
+            continue
+        schema = pq.read_schema(files[0])
+        fmt = ds.ParquetFileFormat(
+            read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary))
+        )
+        present = [c for c in columns if c in schema.names]
+        rows += ds.dataset(files, format=fmt).to_table(columns=present).num_rows
+    total = time.perf_counter() - start
+    after = os.times()
+    cpu_s = (after.user - cpu.user) + (after.system - cpu.system)
+    peak = _status_mib("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"  list the files, decode the columns compute_derived reads ({rows:,} rows)  {total:7.3f} s"
+    )
+    print(f"  CPU time (user + system)  {cpu_s:7.3f} s")
+    print(f"peak RSS of the measuring process (VmHWM): {peak:,.0f} MiB")
+    print(f"summary: wall={total:.4f} cpu={cpu_s:.4f} hwm={peak:.1f}")
+    return 0
+
+
 def measure_reference(root: Path, run_id: str) -> int:
     """Child process: the same tables by commit a5575a0's route (`Warehouse.read` of every
     column into pandas, latest rows step by step, then the table functions), the oracle of
@@ -390,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--measure-reference", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--measure-floor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure is not None:
         if args.tree is not None:  # the other checkout's package first on the path
@@ -397,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         return measure(args.measure, RUN_ID)
     if args.measure_reference is not None:
         return measure_reference(args.measure_reference, RUN_ID)
+    if args.measure_floor is not None:
+        return measure_floor(args.measure_floor, RUN_ID)
 
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         root = args.warehouse or args.keep or Path(tmp) / "warehouse"
@@ -419,17 +480,39 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, PYTHONPATH=str(here))
         if args.against is not None:
             return _interleaved(root, here, args.against, max(args.rounds, 1), env)
-        child = None
-        for label in ("first analysis: builds the per-trial cache", "steady: the cache is current"):
-            if label.startswith("first"):
+        # The floor before and after the analyses, its figure the mean of the two: a drift in
+        # the machine's load between them moves both alike.
+        steps = [
+            ("floor", "plain read (the floor): the same files' columns decoded, nothing computed"),
+            ("first", "compute_derived (this commit), first analysis: builds the per-trial cache"),
+            ("steady", "compute_derived (this commit), steady: the cache is current"),
+            ("floor", "plain read (the floor) again"),
+        ]
+        seen: dict[str, list[float]] = {}
+        for kind, label in steps:
+            if kind == "first":
                 drop_cache(root)
-            print(f"compute_derived (this commit), {label}, in a fresh process:")
+            print(f"{label}, in a fresh process:", flush=True)
+            flag = "--measure-floor" if kind == "floor" else "--measure"
             child = subprocess.run(
-                [sys.executable, __file__, "--measure", str(root)], env=env, check=False
+                [sys.executable, __file__, flag, str(root)],
+                env=env,
+                check=False,
+                capture_output=True,
+                text=True,
             )
+            print(child.stdout, end="", flush=True)
+            print(child.stderr, end="", file=sys.stderr, flush=True)
             if child.returncode != 0:
                 return child.returncode
-        if args.also_a5575a0 and child.returncode == 0:
+            line = next(x for x in child.stdout.splitlines() if x.startswith("summary: "))
+            seen.setdefault(kind, []).append(float(line.split()[1].removeprefix("wall=")))
+        floor = statistics.fmean(seen["floor"])
+        print(
+            f"against the floor ({floor:.3f} s, mean of the two): first analysis "
+            f"{seen['first'][0] / floor:.2f}x, steady {seen['steady'][0] / floor:.2f}x"
+        )
+        if args.also_a5575a0:
             print("a5575a0's route on the same files, in a fresh process:")
             child = subprocess.run(
                 [sys.executable, __file__, "--measure-reference", str(root)], env=env, check=False
