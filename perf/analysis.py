@@ -351,7 +351,9 @@ def measure_floor(root: Path, run_id: str) -> int:
     and score files and decodes, with every thread, the columns compute_derived reads from
     them (string columns dictionary-encoded, as it reads them), and computes nothing. Both
     this child and `measure`'s import pandas and pyarrow before their clocks start, so
-    compute_derived's time above this floor is what it does with the rows."""
+    compute_derived's time above this floor is what it does with the rows. (Its peak RSS is
+    no floor for memory: it holds every decoded row at once, where the analysis streams the
+    score rows.)"""
     import pyarrow.dataset as ds
 
     from bench_pipeline.results.scores import TRIAL_COLUMNS
@@ -374,10 +376,11 @@ def measure_floor(root: Path, run_id: str) -> int:
             (*SCORE_CATEGORICAL, "task_id", "config_id"),
         ),
     }
+    warehouse = Warehouse(root)
     start, cpu = time.perf_counter(), os.times()
     rows = 0
     for table, (columns, dictionary) in reads.items():
-        files = [str(f) for f in Warehouse(root).files(table, run_id)]
+        files = [str(f) for f in warehouse.files(table, run_id)]
         if not files:
             continue
         schema = pq.read_schema(files[0])
