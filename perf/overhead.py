@@ -115,8 +115,11 @@ def time_plain(scripts: list[Path], parallel: int) -> float:
 
 def time_trial_layer(example: Path, home: Path, parallel: int, repeats: int) -> float:
     """The same trials through bench's own trial layer (workspace, agent, checks, evidence,
-    Parquet rows, scoring) in one process, without Dagster or the CLI."""
-    from bench_pipeline.runs.execute import execute_partition
+    Parquet rows, scoring) in one process, without Dagster or the CLI: every partition's
+    trials in one pool, each partition scored as its last trial ends, as `bench run`'s launch
+    does (partitions one after the other would add a wait at each partition's end that
+    neither `bench run` nor the plain loop has)."""
+    from bench_pipeline.runs.execute import execute_trials
     from bench_pipeline.runs.paths import BenchPaths
     from bench_pipeline.runs.score import score_partition
     from bench_pipeline.runs.start import start_run
@@ -128,8 +131,7 @@ def time_trial_layer(example: Path, home: Path, parallel: int, repeats: int) -> 
         paths,
         overrides={"parallel": parallel, "repeats": repeats},
     )
-    for config_id, rep in run.partitions():
-        execute_partition(run, config_id, rep, paths)
+    for config_id, rep in execute_trials(run, list(run.partitions()), paths):
         score_partition(run, config_id, rep, paths)
     return time.perf_counter() - start
 
