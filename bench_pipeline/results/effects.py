@@ -137,18 +137,13 @@ def bootstrap_intervals(
     for g, members in _by_task_count(len(sums) for sums, _ in jobs).items():
         if g < 2:
             continue
-        if n_boot * g <= MATRIX_ENTRIES:
-            draws = _draw_counts(g, n_boot, seed)
-            # (how often each task is drawn, times its sums: the resampled totals as a
-            # product, equal to summing the drawn tasks' sums but for rounding, without
-            # gathering them)
-            means = np.column_stack([(draws @ jobs[i][0]) / (draws @ jobs[i][1]) for i in members])
-        else:
-            sums = np.column_stack([jobs[i][0] for i in members])
-            counts = np.column_stack([jobs[i][1] for i in members])
-            means = np.empty((n_boot, len(members)))
-            for start, block in _draw_count_blocks(g, n_boot, seed):
-                means[start : start + len(block)] = (block @ sums) / (block @ counts)
+        sums = np.column_stack([jobs[i][0] for i in members])
+        counts = np.column_stack([jobs[i][1] for i in members])
+        means = np.empty((n_boot, len(members)))
+        # (how often each task is drawn, times its sums: the resampled totals as a product,
+        # equal to summing the drawn tasks' sums but for rounding, without gathering them)
+        for start, block in _count_blocks(g, n_boot, seed):
+            means[start : start + len(block)] = (block @ sums) / (block @ counts)
         low, high = np.quantile(means, [tail, 1 - tail], axis=0)
         for j, i in enumerate(members):
             out[i] = (float(low[j]), float(high[j]))
@@ -166,6 +161,15 @@ def _rows_per_block(g: int) -> int:
     return max(1, MATRIX_ENTRIES // g)
 
 
+def _count_blocks(g: int, n_boot: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """The bootstrap's draw counts as (first row, block): `_draw_counts` in one block up to
+    MATRIX_ENTRIES, else `_draw_count_blocks`."""
+    if n_boot * g <= MATRIX_ENTRIES:
+        yield 0, _draw_counts(g, n_boot, seed)
+    else:
+        yield from _draw_count_blocks(g, n_boot, seed)
+
+
 def _draw_count_blocks(g: int, n_boot: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
     """`_draw_counts`' rows a block at a time (first row, block), from one seeded generator."""
     rng = np.random.default_rng(seed)
@@ -175,6 +179,15 @@ def _draw_count_blocks(g: int, n_boot: int, seed: int) -> Iterator[tuple[int, np
         idx = rng.integers(0, g, size=(k, g))
         idx += g * np.arange(k)[:, None]
         yield start, np.bincount(idx.ravel(), minlength=k * g).reshape(k, g).astype(float)
+
+
+def _flip_matrices(g: int, n_flips: int, seed: int) -> Iterator[np.ndarray]:
+    """The sign flips of g tasks: `_flips` in one matrix up to MATRIX_ENTRIES, else
+    `_flip_blocks`."""
+    if n_flips * g <= MATRIX_ENTRIES:
+        yield _flips(g, n_flips, seed)
+    else:
+        yield from _flip_blocks(g, n_flips, seed)
 
 
 def _flip_blocks(g: int, n_flips: int, seed: int) -> Iterator[np.ndarray]:
@@ -241,23 +254,12 @@ def sign_flip_ps(
                 out[i] = float(np.mean(flipped >= floor[j]))
             continue
         # Flipping the tasks in `neg` turns the total S into S - 2 * sum(neg * sums).
-        if n_flips * g <= MATRIX_ENTRIES:
-            hits = [
-                int(
-                    (
-                        np.abs(totals[j] - 2.0 * (_flips(g, n_flips, seed) @ jobs[i])) >= floor[j]
-                    ).sum()
-                )
-                for j, i in enumerate(members)
-            ]
-        else:
-            sums = np.column_stack([jobs[i] for i in members])
-            counted = np.zeros(len(members), dtype=np.int64)
-            for neg in _flip_blocks(g, n_flips, seed):
-                counted += (np.abs(totals - 2.0 * (neg @ sums)) >= floor).sum(axis=0)
-            hits = [int(h) for h in counted]
+        sums = np.column_stack([jobs[i] for i in members])
+        hits = np.zeros(len(members), dtype=np.int64)
+        for neg in _flip_matrices(g, n_flips, seed):
+            hits += (np.abs(totals - 2.0 * (neg @ sums)) >= floor).sum(axis=0)
         for j, i in enumerate(members):
-            out[i] = (1 + hits[j]) / (1 + n_flips)
+            out[i] = (1 + int(hits[j])) / (1 + n_flips)
     return out
 
 
