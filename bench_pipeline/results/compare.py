@@ -385,7 +385,7 @@ _PAIR_CODES = 1 << 12  # a pair's code: the candidate's flags | the baseline's <
 
 
 class _PairClasses(NamedTuple):
-    """What a pair's code says, one boolean per code (see `_FastPairs.summary`)."""
+    """What a pair's code says, one boolean per code (see `_FastPairs.counted`)."""
 
     matched: np.ndarray  # both configs have a trial there
     infra: np.ndarray  # excluded: an infrastructure outcome or an inconclusive primary
@@ -583,13 +583,10 @@ class _FastPairs:
             self._keyed = {config: keyed}
         return keyed
 
-    def summary(self, candidate: str, baseline: str) -> dict | None:
-        parts = self.counted(candidate, baseline)
-        return None if parts is None else {**parts[0], **paired_effects(*parts[1])}
-
     def counted(self, candidate: str, baseline: str) -> tuple[dict, PairedInputs] | None:
-        """`summary` but for its effect fields: the counted fields, and what the effects are
-        computed from (`effects.paired_effects_many`, for several comparisons at once)."""
+        """A paired comparison's counted fields, and what its effect fields are computed from
+        (`effects.paired_effects_many`, for all comparisons at once); None when the pair must
+        take the general route (a config without trials, or whose trials repeat a key)."""
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None
         cand, base = self._by_key(candidate), self._by_key(baseline, keep=True)
