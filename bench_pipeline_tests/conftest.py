@@ -18,6 +18,21 @@ SEED = ROOT / "data" / "seed.py"
 os.environ["DAGSTER_DISABLE_TELEMETRY"] = "1"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The user cache folder (XDG_CACHE_HOME) of every test and the processes it starts: one
+    for the session, so what bench keeps per machine (a new Dagster instance's template files)
+    is made once for the whole suite and never written into the real user's cache."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    yield cache
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def seeded_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example (service repo + factory) seeded once per session; treat it as read-only."""

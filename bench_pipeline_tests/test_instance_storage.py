@@ -462,6 +462,95 @@ def test_an_existing_home_is_opened_without_loading_migrations(
             conn.close()
 
 
+def _markers(path: Path) -> list[str]:
+    """The data migrations Dagster marked done in a file (its `secondary_indexes` rows)."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        return sorted(name for (name,) in conn.execute("SELECT name FROM secondary_indexes"))
+    finally:
+        conn.close()
+
+
+def test_a_new_home_starts_from_dagsters_own_files_made_once_per_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new DAGSTER_HOME costs Dagster's initialisation of four files through alembic (~0.3 s of
+    a new home's first command). bench copies templates that the same initialisation made once
+    in the user's cache: no migration script is loaded for a second new home, its files are
+    what Dagster's plain storage makes (tables, indexes, revision, WAL, migration markers), no
+    two homes share an instance id, and where the cache cannot be written a new home is
+    initialised by Dagster as before."""
+    from alembic.script import ScriptDirectory
+
+    from bench_pipeline.defs.launcher import instance_yaml
+    from bench_pipeline.defs.storage import TEMPLATE_TABLES, template_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tiny = _tiny_job()
+
+    def bench_home(name: str) -> Path:
+        home = tmp_path / name
+        home.mkdir()
+        (home / "dagster.yaml").write_text(instance_yaml(home))
+        return home
+
+    def one_run(home: Path, yaml_text: str | None = None) -> tuple[str, str]:
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        instance = _instance(home, yaml_text)
+        try:
+            run_id = tiny.execute_in_process(instance=instance).run_id
+            return run_id, instance.run_storage.get_run_storage_id()
+        finally:
+            instance.dispose()
+
+    first_id = one_run(bench_home("first"))[1]  # the machine's first new home makes them
+    templates = Path(template_dir())
+    assert templates.is_relative_to(tmp_path / "cache")
+    assert all((templates / name).is_file() for name in TEMPLATE_TABLES)
+
+    loaded: list[int] = []
+    real = ScriptDirectory.from_config.__func__
+
+    def counting(cls, config):  # noqa: ANN001, ANN202 - alembic's own signature
+        loaded.append(1)
+        return real(cls, config)
+
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(counting))
+    second = bench_home("second")
+    run_id, second_id = one_run(second)
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(real))
+    assert loaded == []  # a new home, a run, and no migration script loaded
+    assert len({first_id, second_id}) == 2  # Dagster drew each instance's id itself
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    one_run(plain, PLAIN_YAML)
+    for name in ("history/runs.db", "history/runs/index.db", "schedules/schedules.db"):
+        assert _schema(second / name) == _schema(plain / name), name
+        assert _markers(second / name) == _markers(plain / name), name
+        assert _schema(second / name)[2] == "wal"
+    instance = _instance(second, PLAIN_YAML)  # Dagster's plain storage reads the new home
+    try:
+        assert instance.get_run_by_id(run_id).is_success
+        assert any(e.user_message == "hello" for e in instance.all_logs(run_id))
+    finally:
+        instance.dispose()
+
+    # A cache folder that cannot be made (its parent is a file): Dagster initialises the files.
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder" / "cache"))
+    fallback = bench_home("fallback")
+    run_id, _ = one_run(fallback)
+    assert _schema(fallback / "history" / "runs.db") == _schema(plain / "history" / "runs.db")
+    instance = _instance(fallback, PLAIN_YAML)
+    try:
+        assert instance.get_run_by_id(run_id).is_success
+    finally:
+        instance.dispose()
+
+
 def test_commits_are_not_synced_to_disk_one_by_one(tmp_path: Path) -> None:
     """The run history and event logs commit with synchronous=NORMAL in WAL mode (durable as
     the warehouse's files: storage.py says why); Dagster's plain storage keeps SQLite's FULL."""

@@ -20,6 +20,15 @@ only in a file without an alembic revision, and never upgrades one that has one 
 instance migrate` does). Each such check cost ~0.05 s: three of every `bench` process, and one
 of every served command.
 
+A new instance (no history and no schedules folder yet) does not run Dagster's initialisation
+either: every one of its files would load the scripts again (~0.3 s of a new home's first
+`bench` command). Its files are copied from templates that Dagster's own initialisation made
+once per machine and Dagster version, in the user's cache folder
+(`$XDG_CACHE_HOME/bench_pipeline/dagster-<version>-instance`, else `~/.cache/...`): the same
+tables, indexes, migration markers, WAL mode and alembic revision, and no instance id (Dagster
+draws one on first use, so two instances never share it). Where the cache cannot be written,
+the instance is initialised by Dagster as before.
+
 Commits are durable as the warehouse's own files are: `PRAGMA synchronous=NORMAL`, which WAL
 mode makes safe from corruption, and which loses no commit when a process dies (kill -9 mid
 run: `bench run --resume` finds every event); only an OS crash or power loss may roll back the
@@ -42,6 +51,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import tempfile
 import threading
 import uuid
 import weakref
@@ -74,6 +84,8 @@ from bench_pipeline.formats.files import replacing
 # A daemon or webserver touches many runs' event-log files over its life: keep the newest few
 # (the index, which every asset event goes through, is always kept).
 OPEN_EVENT_LOG_FILES = 8
+# The empty, stamped event-log file a new run's file is copied from (beside the run files).
+EMPTY_RUN_SHARD = f".empty-run-shard-{DAGSTER_VERSION}.db"
 
 
 _ENGINES: weakref.WeakSet[db.engine.Engine] = weakref.WeakSet()
@@ -184,7 +196,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _empty_run_shard(self) -> str:
         """The path of an initialised, empty run event-log file for this Dagster version,
         built by Dagster's own `_initdb` the first time (atomically: a rename)."""
-        path = os.path.join(self._base_dir, f".empty-run-shard-{DAGSTER_VERSION}.db")
+        path = os.path.join(self._base_dir, EMPTY_RUN_SHARD)
         if not os.path.exists(path):
             with replacing(path) as tmp:
                 engine = db.create_engine(f"sqlite:///{tmp}", poolclass=db.pool.NullPool)
@@ -235,11 +247,15 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
 class BenchSqliteStorage(DagsterSqliteStorage):
     """Dagster's SQLite storage (same layout under `base_dir`) with pooled connections."""
 
-    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+    def __init__(
+        self, base_dir: str, inst_data: ConfigurableClassData | None = None, *, seed: bool = True
+    ):
         # DagsterSqliteStorage.__init__ builds the plain storages; build the pooled ones in
         # their place (same directories as Dagster's default for a DAGSTER_HOME).
         self.base_dir = base_dir
         runs, schedules = _runs_directory(base_dir), _schedule_directory(base_dir)
+        if seed and not os.path.exists(runs) and not os.path.exists(schedules):
+            seed_new_instance(base_dir)
         # An existing file is opened without Dagster's alembic check (module doc).
         if _stamped_file(os.path.join(runs, "runs.db"), "instance_info"):
             self._run_storage = PooledSqliteRunStorage(create_db_conn_string(runs, "runs"))
@@ -274,3 +290,104 @@ def warm_sqlite_storage(instance: Any) -> None:
         _ = storage.supports_global_concurrency_limits
         with storage.index_connection():
             pass
+
+
+# --------------------------------------------------------------------------- new instances
+
+# The files of a new instance under its base_dir, as Dagster's initialisation makes them, each
+# with the table Dagster checks for beside the alembic revision.
+TEMPLATE_TABLES = {
+    os.path.join("history", "runs.db"): "instance_info",
+    os.path.join("history", "runs", "index.db"): "event_logs",
+    os.path.join("history", "runs", EMPTY_RUN_SHARD): "event_logs",
+    os.path.join("schedules", "schedules.db"): "job_ticks",
+}
+
+
+def template_dir() -> str:
+    """Where this machine keeps the files of a new instance of this Dagster version."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "bench_pipeline", f"dagster-{DAGSTER_VERSION}-instance")
+
+
+def seed_new_instance(base_dir: str) -> bool:
+    """Copy the template files into the new instance at `base_dir`; False when there are no
+    templates and none can be made (the storages then initialise their files as Dagster does).
+    A file another process created meanwhile is kept: every copy of a template is the same."""
+    templates = instance_templates()
+    if templates is None:
+        return False
+    for name in TEMPLATE_TABLES:
+        target = os.path.join(base_dir, name)
+        mkdir_p(os.path.dirname(target))
+        # Not mkstemp: its file would be private (0600), Dagster's files follow the umask.
+        tmp = os.path.join(os.path.dirname(target), f".seed-{os.getpid()}-{uuid.uuid4().hex}.db")
+        try:
+            shutil.copyfile(os.path.join(templates, name), tmp)
+            os.link(tmp, target)  # never replaces a file another process just created
+        except FileExistsError:
+            pass
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return True
+
+
+def instance_templates() -> str | None:
+    """The folder of template files (made now, by Dagster's initialisation, when missing or
+    incomplete); None when the cache folder cannot be written or read."""
+    path = template_dir()
+    if _complete(path):
+        return path
+    try:
+        mkdir_p(os.path.dirname(path))
+        build = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(path))
+    except OSError:
+        return None
+    try:
+        storage = BenchSqliteStorage(build, seed=False)
+        try:
+            storage.event_log_storage._empty_run_shard()
+        finally:
+            storage.dispose()  # the last connection's close checkpoints each WAL into its file
+        if not _complete(build):
+            return None
+        shutil.rmtree(path, ignore_errors=True)  # an incomplete one (a cache cleaned in part)
+        try:
+            os.rename(build, path)
+        except OSError:  # another process put its templates there first: those are the same
+            pass
+    except (OSError, db.exc.DBAPIError):
+        return None
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return path if _complete(path) else None
+
+
+def _complete(folder: str) -> bool:
+    """Whether `folder` holds every template, each stamped, checkpointed (no write-ahead log
+    beside it) and with no instance id."""
+    for name, table in TEMPLATE_TABLES.items():
+        path = os.path.join(folder, name)
+        if not os.path.exists(path) or os.path.exists(f"{path}-wal"):
+            return False
+        # Read as immutable: no lock taken and no -wal or -shm made beside a template that
+        # other processes are copying.
+        conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        try:
+            if conn.execute("SELECT 1 FROM alembic_version LIMIT 1").fetchone() is None:
+                return False
+            if not conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone():
+                return False
+            if (
+                table == "instance_info"
+                and conn.execute("SELECT 1 FROM instance_info LIMIT 1").fetchone()
+            ):
+                return False
+        except sqlite3.DatabaseError:
+            return False
+        finally:
+            conn.close()
+    return True
