@@ -16,6 +16,9 @@ SEED = ROOT / "data" / "seed.py"
 
 # Telemetry off for every Dagster call the tests make.
 os.environ["DAGSTER_DISABLE_TELEMETRY"] = "1"
+# No `bench` a test starts leaves a warm server behind (run with -s, its stderr is a terminal);
+# the tests of that start it themselves (test_serve.py).
+os.environ["BENCH_AUTO_SERVE"] = "0"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,6 +4,7 @@ the real file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -159,7 +160,7 @@ def test_the_warm_server_commands_work_as_written(repo_root: tuple[Path, dict[st
     commands = bash_commands(section("Commands"))
     start = next(c for c in commands if c.endswith("serve &"))
     rest = commands[commands.index(start) + 1 :]
-    assert rest and rest[-1].endswith("serve --stop")
+    rest = rest[: next(i for i, c in enumerate(rest) if c.endswith("serve --stop")) + 1]
     log = root / "serve.log"
     server = subprocess.Popen(
         ["bash", "-c", f"exec {start.removesuffix('&').strip()} 2> {log}"],
@@ -187,3 +188,44 @@ def test_the_warm_server_commands_work_as_written(repo_root: tuple[Path, dict[st
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+def test_the_server_a_command_starts_works_as_written(
+    repo_root: tuple[Path, dict[str, str]],
+) -> None:
+    """A command that finds no server starts one, the next is served, `--stop` ends it: the
+    README's three commands, as written."""
+    root, env = repo_root
+    commands = bash_commands(section("Commands"))
+    first = next(c for c in commands if c.startswith("BENCH_AUTO_SERVE=1 "))
+    served, stop = commands[commands.index(first) + 1 : commands.index(first) + 3]
+    assert stop.endswith("serve --stop")
+    log = root / ".bench" / "serve.log"
+    before = log.read_text() if log.exists() else ""
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stderr)
+        return proc
+
+    try:
+        run(first)
+        deadline = time.monotonic() + 300
+        while "ready on" not in log.read_text().removeprefix(before):
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        run(served)
+        assert "runs bench results --list" in log.read_text().removeprefix(before)
+        run(stop)
+        deadline = time.monotonic() + 120
+        while "bench serve: stopped" not in log.read_text().removeprefix(before):
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        assert not (root / ".bench" / "serve.sock").exists()
+    finally:
+        text = log.read_text().removeprefix(before) if log.exists() else ""
+        for pid in re.findall(r"bench serve: pid (\d+) warming up", text):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)

@@ -5,6 +5,7 @@ reach the served child, and a command killed with SIGKILL does not leave its run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -96,11 +97,15 @@ def server(bench_home: Path, tmp_path: Path) -> Iterator[Server]:
 
 
 def _client(
-    args: list[str], home: Path, cwd: Path, pythonpath: Path | str = ROOT
+    args: list[str],
+    home: Path,
+    cwd: Path,
+    pythonpath: Path | str = ROOT,
+    extra: dict[str, str] | None = None,
 ) -> tuple[int, str, str, list[str]]:
     out = subprocess.run(
         [sys.executable, "-c", CLIENT, *args],
-        env=_env(home, pythonpath),
+        env={**_env(home, pythonpath), **(extra or {})},
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -182,6 +187,115 @@ def test_other_python_settings_run_on_their_own_and_a_second_server_is_refused(
     assert second.returncode == 2 and "a server already runs" in second.stderr
     code, out, err, heavy = _client(["results", "--list"], bench_home, tmp_path)
     assert code == 0 and heavy == [] and len(server.served_pids()) == 2
+
+
+def _auto_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in _env(home).items() if k not in ("BENCH_AUTO_SERVE", "CI")}
+    return {**env, **extra}
+
+
+def _server_gone(home: Path) -> bool:
+    log = home / "serve.log"
+    return not (home / "serve.sock").exists() and "bench serve: stopped" in log.read_text()
+
+
+@pytest.fixture
+def started_servers(bench_home: Path) -> Iterator[None]:
+    """Whatever server a test's commands started in its home is stopped after it, passed or
+    failed (`bench serve` stops cleanly on SIGTERM)."""
+    yield
+    log = bench_home / "serve.log"
+    if not log.exists():
+        return
+    with contextlib.suppress(AssertionError):  # (one started just now has yet to say its pid)
+        _wait_for(lambda: "warming up" in log.read_text(), "the server's pid", seconds=60)
+    for pid in re.findall(r"bench serve: pid (\d+) warming up", log.read_text()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+
+
+@pytest.mark.usefixtures("started_servers")
+def test_a_command_that_finds_no_server_starts_one_for_the_next_that_stops_when_idle(
+    bench_home: Path, tmp_path: Path
+) -> None:
+    log = bench_home / "serve.log"
+    auto = {"BENCH_AUTO_SERVE": "1", "BENCH_SERVE_IDLE": "20"}
+    code, out, err, heavy = _client(["results", "--list"], bench_home, tmp_path, extra=auto)
+    assert code == 0, err
+    assert "dagster" in heavy or "pandas" in heavy  # it ran in its own process, not waiting
+    _wait_for(lambda: "ready on" in log.read_text(), "the server it started")
+    code, out, err, heavy = _client(["results", "--list"], bench_home, tmp_path, extra=auto)
+    assert code == 0 and heavy == [], err  # the next command was served
+    assert re.search(r"pid \d+ runs bench results --list", log.read_text())
+    # No command for its idle time: it stops and removes its socket; the next starts one again.
+    _wait_for(lambda: _server_gone(bench_home), "the idle server to stop")
+    assert "no command for 20 s; stopping" in log.read_text()
+    assert "Traceback" not in log.read_text()
+    # A bad idle time: one line, exit 2, no server.
+    bad = subprocess.run(
+        [str(BENCH), "serve", "--idle-timeout", "0"],
+        env=_env(bench_home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "'0' is not a number of seconds above 0" in bad.stderr
+    code, out, err, heavy = _client(
+        ["results", "--list"], bench_home, tmp_path, extra={**auto, "BENCH_SERVE_IDLE": "soon"}
+    )
+    assert code == 0 and "BENCH_SERVE_IDLE='soon' is not a number of seconds" in err
+    assert log.read_text().count("ready on") == 1
+
+
+def _at_a_terminal(home: Path, env: dict[str, str]) -> int:
+    """`bench results --list` with its stderr on a pseudo-terminal, as a person runs it."""
+    import pty
+
+    main, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(BENCH), "results", "--list"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=terminal,
+            timeout=600,
+        )
+    finally:
+        os.close(terminal)
+        os.close(main)
+    return done.returncode
+
+
+@pytest.mark.usefixtures("started_servers")
+def test_a_server_is_started_only_for_a_person_at_a_terminal_never_under_ci(
+    bench_home: Path, tmp_path: Path
+) -> None:
+    log = bench_home / "serve.log"
+    idle = {"BENCH_SERVE_IDLE": "120"}
+    # A script (stderr not a terminal), CI, or BENCH_AUTO_SERVE=0: nothing started.
+    script = subprocess.run(
+        [str(BENCH), "results", "--list"],
+        env=_auto_env(bench_home, **idle),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert script.returncode == 0, script.stderr
+    assert _at_a_terminal(bench_home, _auto_env(bench_home, CI="true", **idle)) == 0
+    assert _at_a_terminal(bench_home, _auto_env(bench_home, BENCH_AUTO_SERVE="0", **idle)) == 0
+    # No home folder yet: none is made just for a server (whatever the command itself does).
+    missing = tmp_path / "no-home"
+    _at_a_terminal(missing, _auto_env(missing, **idle))
+    assert not log.exists() and not (missing / "serve.log").exists()
+    # At a terminal: one is started for the next command.
+    assert _at_a_terminal(bench_home, _auto_env(bench_home, **idle)) == 0
+    _wait_for(lambda: "ready on" in log.read_text(), "the server it started")
+    stop = subprocess.run(
+        [str(BENCH), "serve", "--stop"], env=_env(bench_home), capture_output=True, timeout=120
+    )
+    assert stop.returncode == 0
+    _wait_for(lambda: _server_gone(bench_home), "the server to stop")
 
 
 def test_two_messages_that_arrive_together_are_both_read() -> None:

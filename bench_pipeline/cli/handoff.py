@@ -15,7 +15,7 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,14 @@ _MAX_REQUEST = 16 * 1024 * 1024
 START_TIMEOUT = 30.0
 # Set in a served command's environment: a `bench` it starts (a script, a test) runs on its own.
 NO_SERVE_ENV = "BENCH_NO_SERVE"
+# Whether a command that finds no server starts one for the next: "1" always, "0" never,
+# unset only at a terminal (stderr a tty) and never under CI (`CI` set).
+AUTO_SERVE_ENV = "BENCH_AUTO_SERVE"
+# How long a server started that way waits for the next command (seconds, default below).
+IDLE_ENV = "BENCH_SERVE_IDLE"
+AUTO_IDLE_SECONDS = 900.0
+LOG_NAME = "serve.log"
+LOCK_NAME = "serve.lock"
 
 
 # --------------------------------------------------------------------------- shared
@@ -201,6 +209,8 @@ def hand_off(argv: list[str]) -> int | None:
         return None
     sock = connect(socket_path(home))
     if sock is None:  # no server, or a server that died left its socket: run here
+        if auto_serve_wanted(os.environ):
+            start_server(home)
         return None
     with sock:
         try:
@@ -238,6 +248,93 @@ def hand_off(argv: list[str]) -> int | None:
             print("interrupted", file=sys.stderr)
             return 130
         return _wait_for_exit(sock, int(reply["pid"]))
+
+
+def auto_serve_wanted(env: Mapping[str, str]) -> bool:
+    """Whether a command that finds no server should start one for the commands after it:
+    a person at a terminal runs the next command soon; a script, a cron job or CI may not
+    (they ask with BENCH_AUTO_SERVE=1)."""
+    choice = env.get(AUTO_SERVE_ENV, "").strip()
+    if choice in ("0", "1"):
+        return choice == "1"
+    return not env.get("CI") and os.isatty(2)
+
+
+def start_server(home: Path) -> int | None:
+    """Start `bench serve --idle-timeout` for `home` in the background, its output in
+    `<home>/serve.log`, and say so on stderr: the pid, or None when none was started (no home
+    folder yet: a command must not leave a folder behind just for this; a server already
+    warming up; a bad BENCH_SERVE_IDLE). This command still runs in its own process: the
+    server's warm-up is not waited for."""
+    import subprocess
+
+    if not home.is_dir():
+        return None
+    idle_text = os.environ.get(IDLE_ENV, "").strip()
+    try:
+        idle = float(idle_text) if idle_text else AUTO_IDLE_SECONDS
+    except ValueError:
+        idle = -1.0
+    if not 0 < idle < float("inf"):
+        print(
+            f"bench: {IDLE_ENV}={idle_text!r} is not a number of seconds above 0; "
+            "no server started (unset it for the default, 900)",
+            file=sys.stderr,
+        )
+        return None
+    if _locked(home / LOCK_NAME):  # a server holds it from its warm-up on
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in (NO_SERVE_ENV, AUTO_SERVE_ENV)}
+    argv = [
+        sys.executable,
+        # the command's interpreter settings, which a served command must share with it
+        *subprocess._args_from_interpreter_flags(),  # noqa: SLF001 (the stdlib's own helper)
+        "-m",
+        "bench_pipeline.cli.main",
+        "--home",
+        str(home),
+        "serve",
+        "--idle-timeout",
+        f"{idle:g}",
+    ]
+    try:
+        with open(home / LOG_NAME, "ab") as log:
+            server = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,  # (and this folder: a relative PYTHONPATH means the same there)
+                start_new_session=True,  # not the terminal's: Ctrl-C here does not reach it
+            )
+    except OSError as exc:
+        print(f"bench: could not start a server for {home}: {exc}", file=sys.stderr)
+        return None
+    if os.isatty(2):
+        print(
+            f"bench: started a warm server for {home} (pid {server.pid}) so that the next "
+            f"commands skip their start-up; it stops after {idle:g} s without one "
+            f"(`bench serve --stop` now; {AUTO_SERVE_ENV}=0 turns this off)",
+            file=sys.stderr,
+        )
+    return server.pid
+
+
+def _locked(path: Path) -> bool:
+    """Whether another process holds `path`'s lock (flock), as `bench serve` holds its own."""
+    import fcntl
+
+    try:
+        handle = path.open("a")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
 
 
 def _umask() -> int:

@@ -19,6 +19,9 @@ exit code.
 - Safety: the socket is created private (0600) and the server serves only its own user
   (SO_PEERCRED).
 - `BENCH_NO_SERVE=1` runs a command in its own process whatever runs.
+- Started on its own: at a terminal, a command that finds no server starts one for the next
+  (`handoff.start_server`: `--idle-timeout 900`, output in `<home>/serve.log`); scripts and CI
+  only with `BENCH_AUTO_SERVE=1`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 
 from bench_pipeline.cli import common
 from bench_pipeline.cli.handoff import (
+    LOCK_NAME,
     NO_SERVE_ENV,
     START_TIMEOUT,
     address_of,
@@ -125,6 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if lock is None or _answers(path):
         raise common.CliError(f"a server already runs on {path}; stop it with `bench serve --stop`")
     started = time.perf_counter()
+    print(f"bench serve: pid {os.getpid()} warming up for {path}", file=sys.stderr, flush=True)
     warm_up(paths)
     threads = threading.active_count()
     if threads != 1:  # a fault of this code, not of the user's input
@@ -160,15 +165,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     children: dict[int, socket.socket] = {}
+    idle = args.idle_timeout
+    last_busy = time.monotonic()
     try:
         while not stop.is_set():
             _reap(children)
+            if children:
+                last_busy = time.monotonic()
+            elif idle is not None and time.monotonic() - last_busy >= idle:
+                print(
+                    f"bench serve: no command for {idle:g} s; stopping", file=sys.stderr, flush=True
+                )
+                break
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
             except InterruptedError:  # pragma: no cover
                 continue
+            last_busy = time.monotonic()
             try:
                 if _serve_one(conn, [listener, lock], mine, children, stop, args.run_command):
                     continue
@@ -205,9 +220,6 @@ def _stop(path: Path) -> int:
         receive(sock)
     print(f"stopped the server on {path}", file=sys.stderr)
     return common.EXIT_OK
-
-
-LOCK_NAME = "serve.lock"
 
 
 def _lock(path: Path) -> Any:
@@ -382,3 +394,19 @@ def _relay_signals(conn: socket.socket, finished: threading.Event) -> None:
 def register(add: common.AddCommand) -> None:
     s = add("serve", cmd_serve)
     s.add_argument("--stop", action="store_true", help="stop the server of this home")
+    s.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="stop after this long with no command running or asked for (default: never)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
