@@ -320,21 +320,29 @@ def start_server(home: Path) -> int | None:
     return server.pid
 
 
-def _locked(path: Path) -> bool:
-    """Whether another process holds `path`'s lock (flock), as `bench serve` holds its own."""
+def try_lock(path: Path) -> Any:
+    """`path` opened and exclusively locked (flock), or None when another process holds it
+    (`bench serve` holds its home's from its warm-up on)."""
     import fcntl
 
+    handle = path.open("a")
     try:
-        handle = path.open("a")
-    except OSError:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def _locked(path: Path) -> bool:
+    try:
+        handle = try_lock(path)
+    except OSError:  # (an unwritable home: the server would say why in its log)
         return False
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+    if handle is None:
+        return True
+    handle.close()  # (closing releases the lock)
+    return False
 
 
 def _umask() -> int:

@@ -51,6 +51,7 @@ from bench_pipeline.cli.handoff import (
     receive,
     send,
     socket_path,
+    try_lock,
 )
 from bench_pipeline.runs.paths import BenchPaths
 
@@ -125,7 +126,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _stop(path)
     # Held while the server lives: a second `bench serve` of the home, even one started during
     # this one's warm-up, refuses instead of taking over (and later removing) the socket.
-    lock = _lock(paths.home / LOCK_NAME)
+    lock = try_lock(paths.home / LOCK_NAME)
     if lock is None or _answers(path):
         raise common.CliError(f"a server already runs on {path}; stop it with `bench serve --stop`")
     started = time.perf_counter()
@@ -220,19 +221,6 @@ def _stop(path: Path) -> int:
         receive(sock)
     print(f"stopped the server on {path}", file=sys.stderr)
     return common.EXIT_OK
-
-
-def _lock(path: Path) -> Any:
-    """`path` opened and exclusively locked (flock), or None when another process holds it."""
-    import fcntl
-
-    handle = path.open("a")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    return handle
 
 
 def _serve_one(
