@@ -174,18 +174,18 @@ def main() -> None:
                     str(served_home),
                     *["run", str(launch), "--quiet", "--json"],
                 ]
-            if args.serve and (tree / "bench_pipeline" / "cli" / "handoff.py").exists():
-                if "AUTO_SERVE_ENV" in (tree / "bench_pipeline/cli/handoff.py").read_text():
-                    # The default at a terminal: the first command (the uncounted warm-up)
-                    # starts the server itself; the timed ones are handed to it.
-                    auto_home = tmpdir / f"auto-{i}"
-                    auto_home.mkdir()
-                    auto_homes.append((auto_home, env))
-                    commands["bench run (auto-started server)"] = [
-                        *["env", "BENCH_AUTO_SERVE=1", "BENCH_SERVE_IDLE=600"],
-                        *python_c(ENTRY, py),
-                        *["--home", str(auto_home), "run", str(launch), "--quiet", "--json"],
-                    ]
+            handoff = tree / "bench_pipeline" / "cli" / "handoff.py"
+            if args.serve and handoff.exists() and "AUTO_SERVE_ENV" in handoff.read_text():
+                # The default at a terminal: the first command (the uncounted warm-up) starts
+                # the server itself; the timed ones are handed to it.
+                auto_home = tmpdir / f"auto-{i}"
+                auto_home.mkdir()
+                auto_homes.append((auto_home, env))
+                commands["bench run (auto-started server)"] = [
+                    *["env", "BENCH_AUTO_SERVE=1", "BENCH_SERVE_IDLE=600"],
+                    *python_c(ENTRY, py),
+                    *["--home", str(auto_home), "run", str(launch), "--quiet", "--json"],
+                ]
             plans.append((str(tree), env, commands))
         for _tree, env, _commands in plans:
             Path(env["BENCH_HOME"]).mkdir(parents=True, exist_ok=True)

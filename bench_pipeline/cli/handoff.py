@@ -271,11 +271,8 @@ def start_server(home: Path) -> int | None:
     if not home.is_dir():
         return None
     idle_text = os.environ.get(IDLE_ENV, "").strip()
-    try:
-        idle = float(idle_text) if idle_text else AUTO_IDLE_SECONDS
-    except ValueError:
-        idle = -1.0
-    if not 0 < idle < float("inf"):
+    idle = seconds(idle_text) if idle_text else AUTO_IDLE_SECONDS
+    if idle is None:
         print(
             f"bench: {IDLE_ENV}={idle_text!r} is not a number of seconds above 0; "
             "no server started (unset it for the default, 900)",
@@ -318,6 +315,16 @@ def start_server(home: Path) -> int | None:
             file=sys.stderr,
         )
     return server.pid
+
+
+def seconds(text: str) -> float | None:
+    """`text` as a finite number of seconds above 0 (`bench serve --idle-timeout`,
+    BENCH_SERVE_IDLE), else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None
 
 
 def try_lock(path: Path) -> Any:

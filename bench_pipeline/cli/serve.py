@@ -49,6 +49,7 @@ from bench_pipeline.cli.handoff import (
     peer_uid,
     python_settings,
     receive,
+    seconds,
     send,
     socket_path,
     try_lock,
@@ -391,10 +392,7 @@ def register(add: common.AddCommand) -> None:
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
+    value = seconds(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
     return value
