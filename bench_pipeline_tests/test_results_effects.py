@@ -324,10 +324,18 @@ def test_thousands_of_tasks_resample_in_blocks_of_bounded_memory(monkeypatch) ->
         assert effects.bootstrap_from_sums(s, c, n_boot=500) == pytest.approx(interval, rel=1e-12)
 
 
-def test_paired_effects_of_thousands_of_tasks_stay_within_bounded_memory() -> None:
-    # 20,000 tasks, the default resamples: one call would hold 2,000 x 20,000 draws and
-    # 20,000 x 20,000 flips (> 3 GiB); in blocks the peak is a few blocks of MATRIX_ENTRIES
-    # (32 MiB each).
+@pytest.mark.parametrize(
+    ("route", "bound_mib"),
+    # resampled: one call would hold 2,000 x 20,000 draws and 20,000 x 20,000 flips (> 3 GiB);
+    # in blocks the peak is a few blocks of MATRIX_ENTRIES (32 MiB each). In closed form (the
+    # route past ASYMPTOTIC_TASKS) there is no matrix at all: less than one block.
+    [("resampled in blocks", 256), ("closed form", 16)],
+)
+def test_paired_effects_of_thousands_of_tasks_stay_within_bounded_memory(
+    monkeypatch, route: str, bound_mib: int
+) -> None:
+    if route == "resampled in blocks":
+        monkeypatch.setattr(effects, "ASYMPTOTIC_TASKS", 10**9)
     rng = np.random.default_rng(9)
     g = 20_000
     tasks = np.repeat(np.arange(g), 2)
@@ -340,8 +348,93 @@ def test_paired_effects_of_thousands_of_tasks_stay_within_bounded_memory() -> No
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 256 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    assert peak < bound_mib * 2**20, f"peak {peak / 2**20:.0f} MiB"
     assert fields["overall_pairs"] == 2 * g
     assert fields["overall_delta_ci_low"] < fields["overall_delta"]
     assert fields["overall_delta"] < fields["overall_delta_ci_high"]
     assert 0 < fields["overall_delta_p"] <= 1
+
+
+def closed_form_by_hand(sums: np.ndarray, counts: np.ndarray, level: float = 0.95):
+    """The documented closed form of the bootstrap interval, term by term, with SciPy's normal
+    quantiles: the resampled ratio linearised, its skewness in the Cornish-Fisher term."""
+    n = float(sum(counts))
+    ratio = float(sum(sums)) / n
+    d = [float(s) - ratio * float(c) for s, c in zip(sums, counts, strict=True)]
+    var = sum(x * x for x in d)
+    skew = sum(x**3 for x in d) / var**1.5
+    se = math.sqrt(var) / n
+    ends = []
+    for q in ((1 - level) / 2, (1 + level) / 2):
+        z = stats.norm.ppf(q)
+        ends.append(ratio + se * (z + skew * (z * z - 1) / 6))
+    return tuple(ends), se
+
+
+def sign_flip_normal_by_hand(sums: np.ndarray, span: float) -> float:
+    """P(|Z| >= (|S| - span) / sqrt(sum s^2)), with SciPy's normal tail."""
+    x = max(abs(float(sum(sums))) - span, 0.0) / math.sqrt(float(sum(s * s for s in sums)))
+    return float(2 * stats.norm.sf(x))
+
+
+def test_past_a_thousand_tasks_the_closed_form_stands_in_for_the_resampling(monkeypatch) -> None:
+    # Per-task sums of pass/fail differences (lattice span 1), half points (0.5) and skewed
+    # costs (no lattice): the shapes a paired comparison's intervals and test see.
+    rng = np.random.default_rng(21)
+    g = effects.ASYMPTOTIC_TASKS
+    counts = rng.integers(1, 6, g).astype(float)
+    reps = counts.astype(int)
+    data = {
+        "pass/fail": (np.array([rng.integers(-k, k + 1) for k in reps], dtype=float), 1.0),
+        "half points": (np.array([rng.integers(-2 * k, 2 * k + 1) for k in reps]) / 2, 0.5),
+        "costs": (counts * rng.lognormal(0.0, 0.8, g) - 1.6 * counts, 0.0),
+    }
+    jobs = [(sums, counts) for sums, _ in data.values()]
+    closed = effects.bootstrap_intervals(jobs)
+    closed_p = effects.sign_flip_ps([sums for sums, _ in jobs])
+    monkeypatch.setattr(effects, "ASYMPTOTIC_TASKS", 10**9)
+    resampled = effects.bootstrap_intervals(jobs)
+    drawn_p = effects.sign_flip_ps([sums for sums, _ in jobs])
+    for (name, (sums, span)), ci, boot, p, p_drawn in zip(
+        data.items(), closed, resampled, closed_p, drawn_p, strict=True
+    ):
+        expected, se = closed_form_by_hand(sums, counts)
+        assert ci == pytest.approx(expected, rel=1e-12), name
+        assert effects.lattice_span(sums) == span, name
+        assert p == pytest.approx(sign_flip_normal_by_hand(sums, span), rel=1e-9), name
+        # within the resampling's own Monte Carlo error: 2,000 resamples of other seeds move
+        # these endpoints by up to ~0.25 standard errors, 20,000 flips a p-value by ~0.005
+        assert abs(ci[0] - boot[0]) < 0.3 * se and abs(ci[1] - boot[1]) < 0.3 * se, name
+        assert p == pytest.approx(p_drawn, abs=0.01), name
+    # (the costs are skewed: their interval is not the symmetric one, as the bootstrap's is not)
+    ratio = jobs[2][0].sum() / counts.sum()
+    assert (closed[2][1] - ratio) > 1.02 * (ratio - closed[2][0])
+    assert (resampled[2][1] - ratio) > 1.02 * (ratio - resampled[2][0])
+
+
+def test_a_few_dominant_tasks_are_still_resampled(monkeypatch) -> None:
+    # One task carries most of the variance: neither normal approximation holds, so the
+    # interval and the test are the resampled ones, exactly.
+    rng = np.random.default_rng(4)
+    g = effects.ASYMPTOTIC_TASKS
+    counts = np.full(g, 2.0)
+    sums = rng.normal(0.0, 0.1, g)
+    sums[7] = 40.0
+    assert effects.closed_form_interval(sums, counts) is None
+    assert effects.closed_form_sign_flip_p(sums) is None
+    closed = effects.bootstrap_intervals([(sums, counts), (rng.normal(0, 1, g), counts)])
+    closed_p = effects.sign_flip_ps([sums])
+    monkeypatch.setattr(effects, "ASYMPTOTIC_TASKS", 10**9)
+    assert closed[0] == effects.bootstrap_intervals([(sums, counts)])[0]
+    assert closed_p == effects.sign_flip_ps([sums])
+    # no difference anywhere: the interval is the point and the test finds nothing
+    assert effects.closed_form_interval(np.zeros(g), counts) == (0.0, 0.0)
+    assert effects.closed_form_sign_flip_p(np.zeros(g)) == 1.0
+
+
+def test_lattice_span_of_per_task_sums() -> None:
+    assert effects.lattice_span(np.array([2.0, -4.0, 6.0, 0.0])) == 2.0
+    assert effects.lattice_span(np.array([1.5, -0.5, 3.0])) == 0.5
+    assert effects.lattice_span(np.array([0.1 + 0.2, 0.6, -0.9])) == pytest.approx(0.3)
+    assert effects.lattice_span(np.array([math.pi, 1.0])) == 0.0
+    assert effects.lattice_span(np.zeros(3)) == 0.0

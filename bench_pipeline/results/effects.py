@@ -29,6 +29,28 @@ is not the one-call stream (numpy buffers bounded integers within a call). Eithe
 over more tasks than `MATRIX_ENTRIES / N_FLIPS` (flips) or `MATRIX_ENTRIES / N_BOOT`
 (bootstrap) is as deterministic as below it, but not the one-call draws.
 
+Past `ASYMPTOTIC_TASKS` tasks both are computed in closed form, not by resampling (at 25,000
+tasks x 8 configs the resampling took 4.7 s of a paired comparison whose other work takes
+0.1 s), where the data let the closed form stand for them:
+
+- the interval is the one the bootstrap estimates: the resampled mean r* = sum(w s) / sum(w c)
+  (w: how often each task is drawn) linearised around r = sum(s) / sum(c), i.e. the sum over
+  tasks of w_g d_g / sum(c) with d_g = s_g - r c_g, whose resampling variance is
+  sum(d^2) / sum(c)^2 and skewness gamma = sum(d^3) / sum(d^2)^1.5; its quantiles by the
+  Cornish-Fisher expansion, q(a) = r + se (z_a + gamma (z_a^2 - 1) / 6). Measured against
+  2,000 resamples from 100 to 5,000 tasks (binary, half-point and lognormal data), the endpoints
+  differ from the resampled ones by no more than two bootstraps of other seeds differ from
+  each other (about 0.05-0.2 standard errors);
+- the sign-flip p is the normal approximation of the randomization distribution, which is
+  exactly symmetric with variance sum(s^2): p = P(|Z| >= (|S| - h) / sqrt(sum(s^2))), h the
+  lattice span of the per-task sums when they are multiples of one (a continuity correction:
+  the flipped totals lie 2h apart), 0 otherwise. Measured against 20,000 flips it is within
+  their Monte Carlo error (about 0.005 at p = 0.5).
+
+Neither holds when a few tasks carry most of the variance; then the resampling runs as below:
+the closed form is used only while sum(d^4) / sum(d^2)^2 <= `MAX_TASK_SHARE_4` (1/G for
+equal tasks; 1 for one task) and, for an interval, |gamma| <= `MAX_SKEW`.
+
 `paired_effects(...)` -> the fields a paired comparison carries (all null when there are no
 pairs; intervals null with fewer than two tasks): `overall_pairs`, `overall_delta` (mean of
 candidate - baseline overall over pairs both scored), `overall_delta_ci_low/high`,
@@ -42,6 +64,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
+from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
@@ -54,6 +77,13 @@ N_FLIPS = 20000
 # The most entries of a resampling matrix held at once (float64: 32 MiB). At 25,000 tasks the
 # sign flips alone were 20,000 x 25,000 doubles (4 GiB) and a run's comparisons peaked at 9.5 GiB.
 MATRIX_ENTRIES = 2**22
+# From this many tasks on, intervals and sign-flip tests are computed in closed form (module
+# doc): at 1,000 tasks the resampling costs ~0.2 s a run, and the closed form is within the
+# resampling's own Monte Carlo error from a few hundred tasks on.
+ASYMPTOTIC_TASKS = 1000
+# The closed form stands for the resampling only where no few tasks dominate (module doc).
+MAX_TASK_SHARE_4 = 0.05
+MAX_SKEW = 0.5
 
 
 class Effect(NamedTuple):
@@ -137,6 +167,17 @@ def bootstrap_intervals(
     for g, members in _by_task_count(len(sums) for sums, _ in jobs).items():
         if g < 2:
             continue
+        if g >= ASYMPTOTIC_TASKS:
+            resampled = []
+            for i in members:
+                interval = closed_form_interval(*jobs[i], level=level)
+                if interval is None:
+                    resampled.append(i)
+                else:
+                    out[i] = interval
+            members = resampled
+            if not members:
+                continue
         sums = np.column_stack([jobs[i][0] for i in members])
         counts = np.column_stack([jobs[i][1] for i in members])
         means = np.empty((n_boot, len(members)))
@@ -148,6 +189,66 @@ def bootstrap_intervals(
         for j, i in enumerate(members):
             out[i] = (float(low[j]), float(high[j]))
     return out
+
+
+def closed_form_interval(
+    sums: np.ndarray, counts: np.ndarray, *, level: float = 0.95
+) -> tuple[float, float] | None:
+    """The cluster bootstrap's percentile interval of sum(sums) / sum(counts) in closed form
+    (module doc), or None where a few tasks dominate and the resampling must run."""
+    sums = np.asarray(sums, dtype=float)
+    counts = np.asarray(counts, dtype=float)
+    n = float(counts.sum())
+    ratio = float(sums.sum()) / n
+    d = sums - ratio * counts
+    d2 = d * d
+    var = float(d2.sum())
+    if var == 0.0:  # every task at the same ratio: every resample gives it
+        return ratio, ratio
+    if float((d2 * d2).sum()) / (var * var) > MAX_TASK_SHARE_4:
+        return None
+    skew = float((d2 * d).sum()) / var**1.5
+    if abs(skew) > MAX_SKEW:
+        return None
+    se = math.sqrt(var) / n
+    tail = (1 - level) / 2
+    low, high = (NormalDist().inv_cdf(q) for q in (tail, 1 - tail))
+    return (
+        ratio + se * (low + skew * (low * low - 1) / 6),
+        ratio + se * (high + skew * (high * high - 1) / 6),
+    )
+
+
+def closed_form_sign_flip_p(sums: np.ndarray) -> float | None:
+    """The sign-flip test's p-value by the normal approximation of its randomization
+    distribution, with a continuity correction for lattice sums (module doc); None where a few
+    tasks dominate and the flips must be drawn."""
+    sums = np.asarray(sums, dtype=float)
+    s2 = sums * sums
+    var = float(s2.sum())
+    if var == 0.0:  # every flip gives the observed total (0): p = 1, as the flips count it
+        return 1.0
+    if float((s2 * s2).sum()) / (var * var) > MAX_TASK_SHARE_4:
+        return None
+    x = max(abs(float(sums.sum())) - lattice_span(sums), 0.0) / math.sqrt(var)
+    return min(1.0, math.erfc(x / math.sqrt(2.0)))
+
+
+def lattice_span(values: np.ndarray, max_denominator: int = 100) -> float:
+    """The largest h of which every value is an integer multiple (1e-9 relative), for spans
+    1/k with k <= max_denominator (per-task sums of pass/fail or half-point scores: 1, 0.5);
+    0.0 when there is none (continuous values, e.g. a judge's weighted scores)."""
+    nonzero = np.abs(np.asarray(values, dtype=float))
+    nonzero = nonzero[nonzero > 0]
+    if len(nonzero) == 0:
+        return 0.0
+    tolerance = 1e-9 * max(1.0, float(nonzero.max()))
+    for k in range(1, max_denominator + 1):
+        scaled = nonzero * k
+        whole = np.rint(scaled)
+        if float(np.abs(scaled - whole).max()) <= tolerance * k:
+            return float(np.gcd.reduce(whole.astype(np.int64))) / k
+    return 0.0
 
 
 def _by_task_count(sizes: Iterable[int]) -> dict[int, list[int]]:
@@ -253,6 +354,18 @@ def sign_flip_ps(
                 flipped = np.abs(_all_signs(g) @ jobs[i])
                 out[i] = float(np.mean(flipped >= floor[j]))
             continue
+        if g >= ASYMPTOTIC_TASKS:
+            drawn = []
+            for j, i in enumerate(members):
+                p = closed_form_sign_flip_p(jobs[i])
+                if p is None:
+                    drawn.append(j)
+                else:
+                    out[i] = p
+            if not drawn:
+                continue
+            members = [members[j] for j in drawn]
+            totals, floor = totals[drawn], floor[drawn]
         # Flipping the tasks in `neg` turns the total S into S - 2 * sum(neg * sums).
         sums = np.column_stack([jobs[i] for i in members])
         hits = np.zeros(len(members), dtype=np.int64)
