@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -102,3 +103,32 @@ def test_pass_k_averaged_over_tasks():
     assert out["pass_at_k"] == pytest.approx((0.7 + 1.0) / 2)
     assert out["pass_hat_k"] == pytest.approx((0.1 + 1.0) / 2)
     assert out["pass_k_tasks"] == 2 and out["k"] == 2
+
+
+@pytest.mark.parametrize("reps", [4, 5000])  # (few repetitions: bins; very many: the sort)
+def test_pass_k_from_cells_equals_the_per_task_computation(reps: int) -> None:
+    # the config table's vectorised pass@k / pass^k from per-(config, task) counts, against
+    # pass_k_by's groupby over the trials themselves
+    from bench_pipeline.results.uncertainty import cells_pass_k
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for config in range(3):
+        for task in range(40):
+            n = int(rng.integers(0, 4)) if reps < 10 else int(rng.integers(reps - 3, reps + 1))
+            for _ in range(n):
+                rows.append({"cfg": config, "task": task, "passed": float(rng.random() < 0.6)})
+    frame = pd.DataFrame(rows)
+    k = 2
+    expected = pass_k_by(frame, "passed", "task", ["cfg"], k).set_index("cfg")
+    cells = frame.groupby(["cfg", "task"])["passed"].agg(["count", "sum"]).reset_index()
+    tasks, at_k, hat_k = cells_pass_k(
+        cells["cfg"].to_numpy(),
+        cells["count"].to_numpy(dtype=float),
+        cells["sum"].to_numpy(dtype=float),
+        3,
+        k,
+    )
+    assert list(tasks) == list(expected["pass_k_tasks"])
+    assert list(at_k) == pytest.approx(list(expected["pass_at_k"]), rel=1e-12)
+    assert list(hat_k) == pytest.approx(list(expected["pass_hat_k"]), rel=1e-12)

@@ -223,11 +223,7 @@ def cells_pass_k(
     c = np.rint(c_cell[used]).astype(np.int64)
     # (each distinct (scored, passed) pair computed once and spread by index: a lookup per
     # cell in Python took 0.4 s of a table at 25,000 tasks x 8 configs)
-    if len(n):
-        pairs, which = np.unique(np.stack([n, c]), axis=1, return_inverse=True)
-    else:
-        pairs, which = np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
-    which = which.reshape(-1)
+    pairs, which = _distinct_pairs(n, c)
     at = np.array([pass_at_k(int(a), int(b), k) for a, b in pairs.T], dtype=float)[which]
     hat = np.array([pass_hat_k(int(a), int(b), k) for a, b in pairs.T], dtype=float)[which]
     ok = ~np.isnan(at)
@@ -236,3 +232,24 @@ def cells_pass_k(
         at_mean = np.bincount(g[ok], weights=at[ok], minlength=n_groups) / tasks
         hat_mean = np.bincount(g[ok], weights=hat[ok], minlength=n_groups) / tasks
     return tasks, np.where(tasks > 0, at_mean, np.nan), np.where(tasks > 0, hat_mean, np.nan)
+
+
+def _distinct_pairs(n: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (n, c) pairs (2 x P, sorted by n then c) and each element's pair index.
+    Counts of repetitions are small: the pairs are found by a bincount over n * (max c + 1) + c,
+    not a sort (np.unique over the stacked pairs sorted 200,000 cells in 76 ms a call)."""
+    if len(n) == 0:
+        return np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
+    if int(n.min()) < 0 or int(c.min()) < 0:
+        pairs, which = np.unique(np.stack([n, c]), axis=1, return_inverse=True)
+        return pairs, which.reshape(-1)
+    width = int(c.max()) + 1
+    span = (int(n.max()) + 1) * width
+    key = n * width + c
+    if span > 8 * len(key) + 1024:  # (a huge count: the sort costs less than the bins)
+        present, which = np.unique(key, return_inverse=True)
+        return np.stack([present // width, present % width]), which.reshape(-1)
+    seen = np.bincount(key, minlength=span) > 0
+    present = np.flatnonzero(seen)
+    rank = np.cumsum(seen) - 1
+    return np.stack([present // width, present % width]), rank[key]
