@@ -3,6 +3,7 @@ stored as and read back from, by every process that runs a part of it."""
 
 from __future__ import annotations
 
+import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,3 +56,69 @@ def test_a_tree_of_dataclasses_survives_json() -> None:
     old["added_later"] = 1
     assert from_jsonable(Node, old) == Node(Leaf("z"))
     assert from_jsonable(Node | None, None) is None
+
+
+def frozen_run(n_tasks: int):  # noqa: ANN201 (a BenchmarkRun)
+    """A frozen run of text tasks, as `freeze_run` leaves it: the task set is the launch's
+    tasks."""
+    from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices, Suite, Task
+    from bench_pipeline.formats.taskset import FrozenTaskSet
+    from bench_pipeline.runs.benchmark_run import BenchmarkRun
+
+    suite = Suite(name="s", title="s", agent="coder", repo=None, directory=Path("."))
+    tasks = tuple(
+        Task(
+            id=f"t{i}",
+            suite="s",
+            title=f"task {i}",
+            prompt="say hi",
+            repo=None,
+            base_ref=None,
+            base_sha=None,
+            tags=("api",) if i % 2 else (),
+        )
+        for i in range(n_tasks)
+    )
+    config = Config(id="c", agent=AgentSpec(name="coder", kind="anthropic", model="m"))
+    launch = Launch(name="l", suite=suite, configs=(config,), tasks=tasks, repetitions=2)
+    return BenchmarkRun(
+        run_id="s-20250101T000000-0000",
+        created_at="2025-01-01T00:00:00+00:00",
+        launch=launch,
+        taskset=FrozenTaskSet("s", "rev", tasks, {}),
+        prices=Prices(),
+        launch_path="l.yaml",
+        agent_file_hashes={},
+    )
+
+
+def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from bench_pipeline.runs import benchmark_run
+    from bench_pipeline.runs.benchmark_run import load_run, save_run
+    from bench_pipeline.warehouse import layout
+    from bench_pipeline.warehouse.store import Warehouse
+
+    warehouse = Warehouse(tmp_path)
+    run = frozen_run(30)
+    save_run(run, warehouse)
+    path = tmp_path / layout.manifest(run.run_id)
+    stored = json.loads(path.read_text())
+    assert stored["launch"]["tasks"] == benchmark_run.TASKS_OF_TASKSET
+    assert len(stored["taskset"]["tasks"]) == 30
+    benchmark_run._loaded.clear()  # (read the file, not this process's copy)
+    back = load_run(run.run_id, warehouse)
+    assert back == run
+    assert back.launch.tasks is back.taskset.tasks  # (rebuilt once)
+    assert gc.isenabled()  # (the collector, held off while the manifest was read, is back on)
+    # a manifest of an earlier version holds the tasks twice: read as the same run
+    path.write_text(json.dumps(to_jsonable(run)))
+    benchmark_run._loaded.clear()
+    assert load_run(run.run_id, warehouse) == run
+    # a launch whose tasks are not the task set's keeps its own
+    other = replace(run, launch=replace(run.launch, tasks=run.taskset.tasks[:3]))
+    save_run(other, warehouse)
+    assert isinstance(json.loads(path.read_text())["launch"]["tasks"], list)
+    benchmark_run._loaded.clear()
+    assert load_run(run.run_id, warehouse) == other
