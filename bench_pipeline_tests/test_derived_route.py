@@ -136,7 +136,9 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
 # it supersedes in a file read after it (the tie goes to the row read last)
 # `group`: many small files are read that many at a time (columns.GROUP_FILES, 256 as shipped:
 # one group here); 16 reads these runs' files in several groups, each joined before the next;
-# ("bytes", N): a group ends at N bytes on disk (columns.GROUP_BYTES: big files, few per group)
+# ("bytes", N): a group ends at N bytes on disk (columns.GROUP_BYTES: big files, few per group);
+# ("big", N): files of N bytes on average count as big (columns.BIG_FILE): the score rows of
+# more than FEW_FILES files are read batch by batch, file by file, not a group at a time
 @pytest.mark.parametrize(
     ("layout", "reps", "orphan", "stray", "group"),
     [
@@ -152,6 +154,8 @@ def assert_same_table(name: str, new: pd.DataFrame, old: pd.DataFrame) -> None:
         ("partition", 24, False, "tie", 16),
         ("partition", 24, False, "tie", ("bytes", 20_000)),
         ("trial", 4, True, None, ("bytes", 20_000)),
+        ("partition", 24, False, "tie", ("big", 1)),
+        ("partition", 24, True, None, ("big", 1)),
     ],
 )
 def test_derived_tables_equal_the_previous_implementation(
@@ -166,10 +170,11 @@ def test_derived_tables_equal_the_previous_implementation(
     from bench_pipeline.warehouse import columns
 
     if isinstance(group, tuple):
-        monkeypatch.setattr(columns, "GROUP_BYTES", group[1])
+        monkeypatch.setattr(columns, "GROUP_BYTES" if group[0] == "bytes" else "BIG_FILE", group[1])
     elif group is not None:
         monkeypatch.setattr(columns, "GROUP_FILES", group)
     groups = _count_groups(monkeypatch, columns)
+    streamed = _count_streamed(monkeypatch, columns)
     run_id, base_id = "perf-20250102T000000-0001", "perf-20250101T000000-0000"
     _warehouse(tmp_path, layout, seed=3, run_id=base_id, reps=reps)
     wh = _warehouse(tmp_path, layout, seed=11, run_id=run_id, reps=reps, orphan=orphan, stray=stray)
@@ -183,8 +188,11 @@ def test_derived_tables_equal_the_previous_implementation(
     for name in DERIVED_TABLES:
         assert_same_table(name, derived.tables[name], old[name])
     assert derived.recommendations == old_recs
-    if group is not None:  # (the reads were split as the case says)
+    big = isinstance(group, tuple) and group[0] == "big"
+    if group is not None and not big:  # (the reads were split as the case says)
         assert max(groups) > 1
+    # (more than FEW_FILES score files read file by file only when they count as big)
+    assert (max(streamed) > columns.FEW_FILES) == big
     # Every trial id is its triple, so the trials are keyed by integers; the score rows are
     # placed by them unless one names no trial (an orphan) or no scorer, which take the ids as
     # strings and then the general route.
@@ -217,6 +225,19 @@ def _count_groups(monkeypatch: pytest.MonkeyPatch, columns: ModuleType) -> list[
         return iter(groups)
 
     monkeypatch.setattr(columns, "_file_groups", counted)
+    return counts
+
+
+def _count_streamed(monkeypatch: pytest.MonkeyPatch, columns: ModuleType) -> list[int]:
+    """How many files each file-by-file read of the test took (appended)."""
+    counts: list[int] = [0]
+    read = columns._file_batches
+
+    def counted(files: list[Path], *args: object) -> Iterator[object]:
+        counts.append(len(files))
+        return read(files, *args)
+
+    monkeypatch.setattr(columns, "_file_batches", counted)
     return counts
 
 

@@ -179,8 +179,8 @@ def derived_per_trial(
 
     from bench_pipeline.results.scores import LatestCells
     from bench_pipeline.warehouse.columns import (
-        FEW_FILES,
         TrialKeys,
+        batch_by_batch,
         dictionary_values,
         iter_batches,
         key_rows,
@@ -225,7 +225,7 @@ def derived_per_trial(
         t_ids = keys.ids
     del keys
     columns = [c for c in SCORE_READ if c != "trial_id"]
-    if len(files) > FEW_FILES:
+    if not batch_by_batch(files):
         # Many small files (a run as written: one per partition and rescore): opening each
         # costs more than holding the rows, so read them once and reduce the table in slices.
         s_table = read_arrow(
@@ -309,7 +309,7 @@ def _per_trial_by_keys(
 
     from bench_pipeline.results.scores import LatestCells
     from bench_pipeline.warehouse.columns import (
-        FEW_FILES,
+        batch_by_batch,
         iter_batches,
         read_columns,
         read_groups,
@@ -329,7 +329,7 @@ def _per_trial_by_keys(
     read = [*columns, *TRIAL_KEY]
     dictionary = (*SCORE_CATEGORICAL, "task_id", "config_id")
     batches: Iterator[pa.RecordBatch]
-    if len(files) > FEW_FILES:  # many small files: read a group at a time, reduced in slices
+    if not batch_by_batch(files):  # many small files: read a group at a time, in slices
         # (their count unknown until read: reading the footers of tens of thousands of files
         # first would cost seconds; the cells' positions need only a bound)
         total = LatestCells.MAX_ROWS

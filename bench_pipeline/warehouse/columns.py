@@ -76,6 +76,25 @@ def _pandas_type(arrow_type: pa.DataType) -> object:
 # read-ahead is what overlaps opening one file with decoding the last, keep it.
 FEW_FILES = 16
 _LEAN = {"batch_size": 65536, "batch_readahead": 1, "fragment_readahead": 1}
+# Past FEW_FILES, files of this size or more on average are still read batch by batch (a run of
+# few partitions with many tasks: 25,000 tasks x 40 partitions are 80 score files of ~1 MiB,
+# whose latest cells took 0.92-1.16 s read a group at a time, 0.63-0.67 s batch by batch).
+BIG_FILE = 2**19
+
+
+def batch_by_batch(files: Sequence[Path]) -> bool:
+    """Whether `files` are few or big enough to be read batch by batch (`iter_batches`) rather
+    than a group of small files at a time (`read_groups`). Only up to GROUP_FILES files are
+    looked at: more than that are the many small files of a run as written."""
+    if len(files) <= FEW_FILES:
+        return True
+    if len(files) > GROUP_FILES:
+        return False
+    try:
+        size = sum(path.stat().st_size for path in files)
+    except OSError:  # (gone since listed: the read says so, naming it)
+        return False
+    return size >= BIG_FILE * len(files)
 
 
 def _format(dictionary: Sequence[str], few: bool) -> ds.ParquetFileFormat:
@@ -452,14 +471,14 @@ def iter_batches(
 ) -> Iterator[pa.RecordBatch]:
     """`read_arrow`'s rows as record batches, in the same order and with the same fields (a
     column a file lacks comes back null), so that a reader can reduce them one at a time
-    instead of holding them all. A few big files are read file by file, a row group at a time,
+    instead of holding them all. Few or big files (`batch_by_batch`) are read file by file, a row group at a time,
     on demand: the dataset scanner decodes ahead in the background while a slow consumer works
     and so, at a million trials in one file, holds most of the table after all. Many small
     files go through the scanner, whose read-ahead is then a few small files."""
 
     columns, cats, fields = _fields(table, columns, dictionary)
     files = list(files) if files is not None else warehouse.files(table, run_id)
-    if len(files) > FEW_FILES:
+    if not batch_by_batch(files):
         try:
             data = ds.dataset(
                 [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, False)
