@@ -36,7 +36,7 @@ analyses' times are printed as multiples of it.
 
 The default shape has 50 tasks: a million trials as many tasks and few repetitions
 (`--tasks 25000 --configs 8 --reps 5`) weighs the per-task work instead (the config x task
-sums, the tags, the paired comparison's resampling over tasks).
+sums, the tags, the paired comparison's statistics over tasks, the manifest of 25,000 tasks).
 """
 
 from __future__ import annotations

@@ -758,7 +758,7 @@ def _compute_derived(
     from bench_pipeline.results.regressions import COLUMNS as REGRESSION_COLUMNS
 
     timings: dict[str, float] = {}
-    run = load_run(run_id, warehouse)
+    run = _timed(timings, "the run's manifest", lambda: load_run(run_id, warehouse))
     results = per_trial_results(warehouse, run_id, timings, writer=writer)
     if results is None:
         raise LookupError(f"run {run_id} has no trials yet")
