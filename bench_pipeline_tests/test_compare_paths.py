@@ -6,9 +6,7 @@ config's slots too big to make (one config's at a time), and a config whose tria
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,15 +15,11 @@ import pytest
 from bench_pipeline.results import compare
 from bench_pipeline.results.compare import compare_all, paired_comparison
 from bench_pipeline.results.scores import trial_overall
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench_pipeline_tests.perf_scripts import perf_analysis
 
 
 def _per_trial(tasks: int = 30, reps: int = 3) -> pd.DataFrame:
-    spec = importlib.util.spec_from_file_location("perf_analysis", ROOT / "perf" / "analysis.py")
-    perf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(perf)
-    trials, scores = perf.generate(tasks, 3, reps, seed=5)
+    trials, scores = perf_analysis().generate(tasks, 3, reps, seed=5)
     return trial_overall(trials, scores)
 
 

@@ -9,7 +9,6 @@ plus resumed trials (a second attempt of some trials) and a baseline run for the
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -29,19 +28,13 @@ from bench_pipeline.runs.derived import (
 )
 from bench_pipeline.warehouse.store import Warehouse
 from bench_pipeline_tests import previous_route as reference
+from bench_pipeline_tests.perf_scripts import perf_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 ANNOTATIONS = {"is_control", "judge_grades_itself"}  # added by compute_derived, both versions
 
 
-def _perf_module():
-    spec = importlib.util.spec_from_file_location("perf_analysis", ROOT / "perf" / "analysis.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-PERF = _perf_module()
+PERF = perf_analysis()
 
 
 def _resumed(trials: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.formats.serialize import from_jsonable, to_jsonable
+from bench_pipeline_tests.perf_scripts import perf_analysis
 
 
 @dataclass(frozen=True)
@@ -58,40 +59,6 @@ def test_a_tree_of_dataclasses_survives_json() -> None:
     assert from_jsonable(Node | None, None) is None
 
 
-def frozen_run(n_tasks: int):  # noqa: ANN201 (a BenchmarkRun)
-    """A frozen run of text tasks, as `freeze_run` leaves it: the task set is the launch's
-    tasks."""
-    from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices, Suite, Task
-    from bench_pipeline.formats.taskset import FrozenTaskSet
-    from bench_pipeline.runs.benchmark_run import BenchmarkRun
-
-    suite = Suite(name="s", title="s", agent="coder", repo=None, directory=Path("."))
-    tasks = tuple(
-        Task(
-            id=f"t{i}",
-            suite="s",
-            title=f"task {i}",
-            prompt="say hi",
-            repo=None,
-            base_ref=None,
-            base_sha=None,
-            tags=("api",) if i % 2 else (),
-        )
-        for i in range(n_tasks)
-    )
-    config = Config(id="c", agent=AgentSpec(name="coder", kind="anthropic", model="m"))
-    launch = Launch(name="l", suite=suite, configs=(config,), tasks=tasks, repetitions=2)
-    return BenchmarkRun(
-        run_id="s-20250101T000000-0000",
-        created_at="2025-01-01T00:00:00+00:00",
-        launch=launch,
-        taskset=FrozenTaskSet("s", "rev", tasks, {}),
-        prices=Prices(),
-        launch_path="l.yaml",
-        agent_file_hashes={},
-    )
-
-
 def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -101,7 +68,7 @@ def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Pat
     from bench_pipeline.warehouse.store import Warehouse
 
     warehouse = Warehouse(tmp_path)
-    run = frozen_run(30)
+    run = perf_analysis().make_run(30, 2, 2, run_id="perf-20250101T000000-0000")
     save_run(run, warehouse)
     path = tmp_path / layout.manifest(run.run_id)
     stored = json.loads(path.read_text())
