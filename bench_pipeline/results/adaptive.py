@@ -16,8 +16,8 @@ trial: `config_id`, `task_id`, `repetition`, `overall`) and returns a `RoundDeci
   of ever declaring a separation between identical configs is <= alpha, whatever the
   correlation between looks (they share the earlier rounds, so the bound is conservative) and
   without the normal, independent-increments model an alpha-spending boundary (O'Brien-Fleming)
-  assumes; the sign-flip test is exact for any number of tasks, where a bootstrap or t interval
-  on a few clusters is too narrow. The price is power: a real difference may need a round more.
+  assumes; the sign-flip test is exact for few tasks, where a bootstrap or t interval on a few
+  clusters is too narrow (past 1,000 tasks both are in closed form: `effects`). The price is power: a real difference may need a round more.
 - `stop: ci_width`: stop when every 95% interval of the leader's difference with a rival is
   narrower than `ci_width` (precision, not a decision: no adjustment needed).
 - Otherwise stop at `max` rounds ("not separated").
