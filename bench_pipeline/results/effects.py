@@ -62,7 +62,7 @@ duration deltas use).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from statistics import NormalDist
 from typing import NamedTuple
@@ -168,14 +168,9 @@ def bootstrap_intervals(
         if g < 2:
             continue
         if g >= ASYMPTOTIC_TASKS:
-            resampled = []
-            for i in members:
-                interval = closed_form_interval(*jobs[i], level=level)
-                if interval is None:
-                    resampled.append(i)
-                else:
-                    out[i] = interval
-            members = resampled
+            members = _closed_forms(
+                members, out, lambda i: closed_form_interval(*jobs[i], level=level)
+            )
             if not members:
                 continue
         sums = np.column_stack([jobs[i][0] for i in members])
@@ -189,6 +184,27 @@ def bootstrap_intervals(
         for j, i in enumerate(members):
             out[i] = (float(low[j]), float(high[j]))
     return out
+
+
+def _closed_forms(
+    members: list[int], out: list, closed: Callable[[int], object | None]
+) -> list[int]:
+    """`out[i] = closed(i)` for the members whose closed form stands; the others (None: a few
+    tasks dominate), which must be resampled."""
+    resampled = []
+    for i in members:
+        value = closed(i)
+        if value is None:
+            resampled.append(i)
+        else:
+            out[i] = value
+    return resampled
+
+
+def _few_tasks_dominate(squares: np.ndarray, total: float) -> bool:
+    """Whether a few tasks carry most of the variance: sum(x^4) / sum(x^2)^2 above
+    MAX_TASK_SHARE_4, given the squares x^2 and their sum."""
+    return float((squares * squares).sum()) / (total * total) > MAX_TASK_SHARE_4
 
 
 def closed_form_interval(
@@ -205,7 +221,7 @@ def closed_form_interval(
     var = float(d2.sum())
     if var == 0.0:  # every task at the same ratio: every resample gives it
         return ratio, ratio
-    if float((d2 * d2).sum()) / (var * var) > MAX_TASK_SHARE_4:
+    if _few_tasks_dominate(d2, var):
         return None
     skew = float((d2 * d).sum()) / var**1.5
     if abs(skew) > MAX_SKEW:
@@ -228,7 +244,7 @@ def closed_form_sign_flip_p(sums: np.ndarray) -> float | None:
     var = float(s2.sum())
     if var == 0.0:  # every flip gives the observed total (0): p = 1, as the flips count it
         return 1.0
-    if float((s2 * s2).sum()) / (var * var) > MAX_TASK_SHARE_4:
+    if _few_tasks_dominate(s2, var):
         return None
     x = max(abs(float(sums.sum())) - lattice_span(sums), 0.0) / math.sqrt(var)
     return min(1.0, math.erfc(x / math.sqrt(2.0)))
@@ -342,7 +358,9 @@ def sign_flip_ps(
     share their flips, drawn once (see module doc)."""
     out = [1.0] * len(jobs)
     for g, members in _by_task_count(len(sums) for sums in jobs).items():
-        if g == 0:
+        if g >= ASYMPTOTIC_TASKS:
+            members = _closed_forms(members, out, lambda i: closed_form_sign_flip_p(jobs[i]))
+        if g == 0 or not members:
             continue
         totals = np.array([float(jobs[i].sum()) for i in members])
         # Relative tolerance: a flipped sum equal to the observed one must count as "as extreme".
@@ -354,18 +372,6 @@ def sign_flip_ps(
                 flipped = np.abs(_all_signs(g) @ jobs[i])
                 out[i] = float(np.mean(flipped >= floor[j]))
             continue
-        if g >= ASYMPTOTIC_TASKS:
-            drawn = []
-            for j, i in enumerate(members):
-                p = closed_form_sign_flip_p(jobs[i])
-                if p is None:
-                    drawn.append(j)
-                else:
-                    out[i] = p
-            if not drawn:
-                continue
-            members = [members[j] for j in drawn]
-            totals, floor = totals[drawn], floor[drawn]
         # Flipping the tasks in `neg` turns the total S into S - 2 * sum(neg * sums).
         sums = np.column_stack([jobs[i] for i in members])
         hits = np.zeros(len(members), dtype=np.int64)
