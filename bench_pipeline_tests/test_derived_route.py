@@ -238,17 +238,30 @@ KEYED = "read trials, key them by task, config and repetition"
 BY_ID_STRINGS = "read trials + the scores' trial ids"
 
 
+@pytest.mark.parametrize("case", ["every id", "the last id", "a second id on a triple"])
 @pytest.mark.parametrize("layout", ["run", "partition"])
 def test_trials_whose_ids_are_not_their_triples_are_looked_up_by_id(
-    tmp_path: Path, layout: str
+    tmp_path: Path, layout: str, case: str
 ) -> None:
     """A warehouse whose trial ids are not `<task>/<config>/<rep>` (hand-written, or from a
     tool of its own) is not keyed by the triple: the ids are looked up as strings, and the
-    tables still equal the previous implementation's."""
+    tables still equal the previous implementation's. One such id among triples is enough
+    (the ids are checked beside the keyed pass over the scores, which then succeeds: its
+    result must still be thrown away), and it matters where two trials share a triple: keyed,
+    they would count as two attempts of one trial."""
     run_id = "perf-20250102T000000-0001"
     trials, scores = PERF.generate(5, 3, 6, seed=5, run_id=run_id)
-    renamed = {"trial_id": lambda f: "t-" + f["trial_id"].astype(str)}
-    PERF.write_warehouse(tmp_path, trials.assign(**renamed), scores.assign(**renamed), layout)
+    last = str(trials["trial_id"].iloc[-1])
+    if case == "a second id on a triple":  # the last trial again, under another id
+        trials = pd.concat([trials, trials.iloc[[-1]].assign(trial_id="another")])
+        again = scores[scores["trial_id"].astype(str) == last].assign(trial_id="another")
+        scores = pd.concat([scores, again])
+    else:
+        every = case == "every id"
+        for frame in (trials, scores):
+            ids = frame["trial_id"].astype(str)
+            frame["trial_id"] = "t-" + ids if every else ids.where(ids != last, "t-" + last)
+    PERF.write_warehouse(tmp_path, trials, scores, layout)
     wh = Warehouse(tmp_path)
 
     derived = compute_derived(wh, run_id)
@@ -259,7 +272,8 @@ def test_trials_whose_ids_are_not_their_triples_are_looked_up_by_id(
     for name in DERIVED_TABLES:
         assert_same_table(name, derived.tables[name], old[name])
     assert derived.recommendations == old_recs
-    assert derived.tables["config_table"]["trials"].sum() == 5 * 3 * 6
+    extra = case == "a second id on a triple"
+    assert derived.tables["config_table"]["trials"].sum() == 5 * 3 * 6 + extra
 
 
 def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:

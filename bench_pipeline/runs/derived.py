@@ -211,18 +211,24 @@ def derived_per_trial(
     t_ids = t_arrow.column("trial_id")
     trials = to_frame(t_arrow)
     del t_arrow
-    keys = TrialKeys.of(trials, t_ids)
+    keys = TrialKeys.of(trials, t_ids, check_ids=False)
     if keys is not None:
-        del t_ids  # (the keys hold the ids, and free them once the score rows are placed)
-        release_memory()  # the keys' temporaries (the ids written out), before the scores
-        timings["read trials, key them by task, config and repetition"] = (
-            time.perf_counter() - start
-        )
-        per_trial = _per_trial_by_keys(warehouse, run_id, runs[0], trials, keys, files, timings)
-        if per_trial is not None:
+        release_memory()  # the keys' temporaries, before the scores
+        timings[KEYED] = time.perf_counter() - start
+        # Whether every id is its triple is checked on a thread of its own while the score
+        # rows are placed by their triples (Arrow compute, no GIL held: the second core).
+        with ThreadPoolExecutor(1, thread_name_prefix="trial-ids") as pool:
+            ids_checked = pool.submit(keys.id_check())
+            per_trial = _per_trial_by_keys(warehouse, run_id, runs[0], trials, keys, files, timings)
+            ids_are_triples = ids_checked.result()
+        if ids_are_triples and per_trial is not None:
             return per_trial
-        start = time.perf_counter()  # (an id that is not its triple: the ids as strings)
-        t_ids = keys.ids
+        del per_trial
+        if ids_are_triples:  # a score row naming no trial: the ids as strings from here
+            start = time.perf_counter()
+        else:  # an id that is not its triple: not keyed after all (the time is the strings')
+            for label in KEYED_STEPS:
+                timings.pop(label, None)
     del keys
     columns = [c for c in SCORE_READ if c != "trial_id"]
     if not batch_by_batch(files):
@@ -290,6 +296,9 @@ def derived_per_trial(
 
 # What a score row's trial is looked up by (TrialKeys), besides its trial_id.
 TRIAL_KEY = ("task_id", "config_id", "repetition")
+# derived_per_trial's timings of the keyed route, up to the per-trial results
+KEYED = "read trials, key them by task, config and repetition"
+KEYED_STEPS = (KEYED, "read scores, latest per (trial, scorer)", "per-trial results")
 
 
 def _per_trial_by_keys(

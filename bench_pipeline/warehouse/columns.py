@@ -294,7 +294,9 @@ class TrialKeys:
     """The trials of one run looked up by (task_id, config_id, repetition), integers all the
     way, instead of by hashing their id strings (`key_rows`: ~1 s at a million trials here). A
     trial's id is `<task>/<config>/<rep>` (warehouse/schemas.py), and `of` checks that every
-    trial's id is its triple written out, so the triple names the same row as the id. A score
+    trial's id is its triple written out, so the triple names the same row as the id (or,
+    with `check_ids=False`, leaves that check to `id_check()`, for a thread of the caller's
+    while the score rows are placed: at a million trials it is ~0.1 s of Arrow compute). A score
     row carries its trial's id and triple, both copied from the trial row when it was scored:
     it is placed by the triple, and its id is not read at all (decoding five million ids cost
     more than the lookup saved). Where a trial's id is not its triple, or a score row names
@@ -314,17 +316,20 @@ class TrialKeys:
         rep_span: int,
         lookup: np.ndarray,
         first: np.ndarray,
-        ids: pa.ChunkedArray,
     ) -> None:
         self.tasks, self.configs = tasks, configs
         self.rep_min, self.rep_span = rep_min, rep_span
-        self.lookup, self.first, self.ids = lookup, first, ids
+        self.lookup, self.first = lookup, first
+        self._id_check: Callable[[], bool] = lambda: True
 
     @classmethod
-    def of(cls, trials: pd.DataFrame, ids: pa.ChunkedArray) -> TrialKeys | None:
+    def of(
+        cls, trials: pd.DataFrame, ids: pa.ChunkedArray, *, check_ids: bool = True
+    ) -> TrialKeys | None:
         """Keys of `trials` (a frame with categorical task_id and config_id and an integer
         repetition, as `to_frame` makes it) whose ids are `ids` (same rows); None when a
-        triple is missing, an id is not its triple, or the grid would be too sparse."""
+        triple is missing, an id is not its triple (unless `check_ids` is False: the caller
+        runs `id_check()` before it trusts the keys), or the grid would be too sparse."""
         n = len(trials)
         if n == 0 or len(ids) != n or ids.null_count:
             return None
@@ -348,18 +353,17 @@ class TrialKeys:
         slots = len(tasks) * len(configs) * rep_span
         if slots > cls.MAX_SLOTS_PER_TRIAL * n + 1024:
             return None
+        # (the frame's own arrays, narrow codes and all: no copy held while a thread checks)
+        rep_values = rep.to_numpy() if isinstance(rep.dtype, np.dtype) else reps
+        check = functools.partial(
+            ids_are_triples, ids, tasks, configs, t_codes, c_codes, rep_values
+        )
+        if check_ids and not check():
+            return None
         # (int32 keys while the grid fits: at a million trials each int64 array is 8 MiB more)
         width = np.int32 if slots < 2**31 else np.int64
         t_codes, c_codes = t_codes.astype(width), c_codes.astype(width)
         reps = reps.astype(width)
-        written = pc.binary_join_element_wise(
-            tasks.take(pa.array(t_codes)),
-            configs.take(pa.array(c_codes)),
-            pc.cast(pa.array(reps), pa.string()),
-            "/",
-        )
-        if not pc.all(pc.equal(written, ids.cast(pa.string()))).as_py():
-            return None
         key = (t_codes * len(configs) + c_codes) * rep_span + (reps - rep_min)
         lookup = np.full(slots, -1, dtype=np.int32)
         lookup[key] = np.arange(n, dtype=np.int32)
@@ -369,12 +373,19 @@ class TrialKeys:
             _, at, inverse = np.unique(key, return_index=True, return_inverse=True)
             first = at[inverse].astype(np.int32)
             lookup[key] = first
-        return cls(tasks, configs, rep_min, rep_span, lookup, first, ids)
+        keys = cls(tasks, configs, rep_min, rep_span, lookup, first)
+        keys._id_check = check
+        return keys
+
+    def id_check(self) -> Callable[[], bool]:
+        """Whether every trial's id is its triple, as a call that holds its own arrays (safe
+        on another thread, after `release`); `of` made it already unless `check_ids` was
+        False."""
+        return self._id_check
 
     def release(self) -> None:
         """Free the lookup once every score row is placed (a million trials: ~35 MiB)."""
         self.lookup = self.first = np.zeros(0, dtype=np.int32)
-        self.ids = pa.chunked_array([], pa.string())
 
     def rows(self, batch: pa.RecordBatch) -> np.ndarray | None:
         """The trial row (its id's first) of each of `batch`'s rows, from its task_id,
@@ -395,6 +406,31 @@ class TrialKeys:
             return None
         rows = self.lookup[(t * len(self.configs) + c) * self.rep_span + r]
         return None if (rows < 0).any() else rows
+
+
+def ids_are_triples(
+    ids: pa.ChunkedArray,
+    tasks: pa.Array,
+    configs: pa.Array,
+    t_codes: np.ndarray,
+    c_codes: np.ndarray,
+    reps: np.ndarray,
+    slice_rows: int = 1 << 16,
+) -> bool:
+    """Whether `ids[i]` is `tasks[t_codes[i]]/configs[c_codes[i]]/reps[i]` for every i,
+    written out a slice at a time (a million ids written at once would be ~30 MiB more)."""
+    ids = ids.cast(pa.string())
+    for start in range(0, len(t_codes), slice_rows):
+        end = start + slice_rows
+        written = pc.binary_join_element_wise(
+            tasks.take(pa.array(t_codes[start:end])),
+            configs.take(pa.array(c_codes[start:end])),
+            pc.cast(pa.array(reps[start:end]), pa.string()),
+            "/",
+        )
+        if not pc.all(pc.equal(written, ids.slice(start, end - start))).as_py():
+            return False
+    return True
 
 
 def _positions(found: pa.Array) -> np.ndarray:
