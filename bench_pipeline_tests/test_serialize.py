@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench_pipeline.formats.serialize import from_jsonable, to_jsonable
 from bench_pipeline_tests.perf_scripts import perf_analysis
 
@@ -57,6 +59,30 @@ def test_a_tree_of_dataclasses_survives_json() -> None:
     old["added_later"] = 1
     assert from_jsonable(Node, old) == Node(Leaf("z"))
     assert from_jsonable(Node | None, None) is None
+
+
+@dataclass(frozen=True)
+class Checked:
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"n must be >= 0, not {self.n}")
+
+
+def test_a_plain_dataclass_is_filled_in_as_its_init_would_fill_it() -> None:
+    """A plain frozen dataclass (Leaf: no __post_init__, no default factory) is rebuilt
+    without its __init__, for speed: the result must be the one __init__ makes, a missing
+    field without a default must still raise, and a class with a __post_init__ still runs it."""
+    back = from_jsonable(Leaf, {"name": "a", "where": "/x"})
+    made = Leaf("a", Path("/x"))
+    assert back == made and hash(back) == hash(made) and vars(back) == vars(made)
+    assert back.weights == () and isinstance(back.where, Path)
+    with pytest.raises(TypeError, match="name"):
+        from_jsonable(Leaf, {"where": "/x"})
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        from_jsonable(Checked, {"n": -1})
+    assert from_jsonable(Checked, {"n": 2}) == Checked(2)
 
 
 def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Path) -> None:
