@@ -357,3 +357,37 @@ def test_trial_overall_carries_the_scorer_catalog_of_its_scores(run):
         ("llm_judge:style", "llm_judge", False),
         ("llm_judge:verbosity", "llm_judge", False),
     ]
+
+
+def test_task_tags_from_arrow_lists_equal_the_per_task_route() -> None:
+    """config_table_by_tag takes the tags of Arrow list columns (as the warehouse reads them)
+    apart with Arrow compute; the result must be the per-task route's: order kept, a repeat,
+    a null or an empty tag dropped, `-` for a task without tags (a null list, an empty one,
+    one of only empty tags, no row at all), a literal `-` merged with it."""
+    import numpy as np
+    import pyarrow as pa
+
+    from bench_pipeline.results import by_tag
+
+    tags = [
+        ["db", "api", "db"],
+        None,
+        [],
+        ["", None],
+        ["ui"],
+        ["-", "api"],
+        ["api", "ui", "api", "zeta"],
+    ]
+    arrow = pd.Series(pd.array(tags, dtype=pd.ArrowDtype(pa.list_(pa.string()))))
+    plain = pd.Series(tags, dtype=object)
+    first = np.array([0, 1, 2, -1, 3, 4, 5, 6])  # (a task code without a row: untagged)
+    got = by_tag._task_tags(pd.DataFrame({"tags": arrow}), first)
+    want = by_tag._task_tags(pd.DataFrame({"tags": plain}), first)
+    assert got[0] == want[0] == ["-", "api", "db", "ui", "zeta"]
+    assert got[1].tolist() == want[1].tolist() == [2, 1, 1, 1, 1, 1, 2, 3]
+    names = want[0]
+    assert (
+        [names[c] for c in got[2]]
+        == [names[c] for c in want[2]]
+        == [*["db", "api"], "-", "-", "-", "-", "ui", *["-", "api"], *["api", "ui", "zeta"]]
+    )
