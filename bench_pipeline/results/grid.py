@@ -138,8 +138,11 @@ def _grid_from_cells(
         return None
     t_names, c_names = tasks.cat.categories, configs.cat.categories
     n_c = len(c_names)
-    c_codes = configs.cat.codes.to_numpy().astype(np.int64)
-    t_codes = tasks.cat.codes.to_numpy().astype(np.int64)
+    # (int32 codes while a cell's number fits: a million trials' int64 arrays are 8 MiB
+    # each, and the grid is the analysis's peak)
+    width = np.int32 if (len(t_names) + 1) * (n_c + 1) < 2**31 else np.int64
+    c_codes = configs.cat.codes.to_numpy().astype(width)
+    t_codes = tasks.cat.codes.to_numpy().astype(width)
     # the config code of each config group, then a cell's grid position: task-major
     group_config = c_codes[config_cells.first] if len(pt) else np.zeros(0, dtype=np.int64)
     cfg_of_cell = group_config[cs["group"]]
@@ -193,11 +196,13 @@ def _trial_ids(
         cell, rep = cell[rows], rep[rows]
     # dense ranks of the cells present (a bincount, not a sort)
     present = np.bincount(cell, minlength=1) > 0 if len(cell) else np.zeros(1, dtype=bool)
-    cell_rank = (np.cumsum(present) - 1)[cell]
+    cell_rank = (np.cumsum(present) - 1).astype(cell.dtype)[cell]
     del present
     lo, hi = (int(rep.min()), int(rep.max())) if len(rep) else (0, 0)
     if np.issubdtype(rep.dtype, np.integer) and (hi - lo + 1) * max(n_cells, 1) < 2**62:
-        key = cell_rank.astype(np.int64) * (hi - lo + 1) + (rep.astype(np.int64) - lo)
+        wide = (hi - lo + 1) * max(n_cells, 1) >= 2**31
+        width = np.int64 if wide else np.int32
+        key = cell_rank.astype(width, copy=False) * (hi - lo + 1) + (rep.astype(width) - lo)
         # the usual order (a task's configs, each by repetition) needs no sort at all
         order = None if bool((key[1:] >= key[:-1]).all()) else np.argsort(key, kind="stable")
         key = key if order is None else key[order]
