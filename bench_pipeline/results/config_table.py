@@ -105,7 +105,7 @@ class ConfigCells(NamedTuple):
         import json
 
         arrays: list[list[object]] = []
-        payload: list[bytes] = []
+        payload: list[memoryview] = []
         named = [("", np.asarray(self.first, dtype=np.int64)), *self.cells.items()]
         for name, values in named:
             if values.dtype == object:
@@ -113,10 +113,10 @@ class ConfigCells(NamedTuple):
                 continue
             data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
             arrays.append([name, data.dtype.str, data.nbytes])
-            payload.append(data.tobytes())
+            payload.append(memoryview(data).cast("B"))  # (joined below: copied once)
         # (JSON text never holds a raw NUL: the first one ends the header)
         header = json.dumps({"n_groups": int(self.n_groups), "arrays": arrays})
-        return header.encode() + b"\0" + b"".join(payload)
+        return b"".join([header.encode(), b"\0", *payload])
 
     @classmethod
     def from_bytes(cls, per_trial: pd.DataFrame, data: bytes) -> ConfigCells:
