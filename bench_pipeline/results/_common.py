@@ -245,3 +245,28 @@ def first_rows(codes: np.ndarray, n_groups: int) -> np.ndarray:
     np.minimum.at(first, codes[ok], np.flatnonzero(ok))
     first[first == len(codes)] = -1
     return first
+
+
+class GroupSums:
+    """`np.bincount(groups, weights=w, minlength=n)` for many `w` over the same `groups`.
+    Where the groups come in runs (a million trials ordered by config, a cell's rows side by
+    side), each addition waits for the one before it to the same bin: 3.9 ms where random
+    groups take 1.1. Past LANES_FROM rows every row adds to one of LANES copies of its bin
+    (by its position), which are summed at the end: ~1.1 ms whatever the order. The sums
+    differ from a plain bincount's in rounding only (the order of the additions)."""
+
+    LANES = 8
+    LANES_FROM = 1 << 16
+
+    def __init__(self, groups: np.ndarray, n: int) -> None:
+        self.groups, self.n = groups, n
+        self.lanes: np.ndarray | None = None
+        if len(groups) >= self.LANES_FROM:
+            lane = np.arange(len(groups), dtype=np.int64) & (self.LANES - 1)
+            self.lanes = groups.astype(np.int64) * self.LANES + lane
+
+    def __call__(self, weights: np.ndarray) -> np.ndarray:
+        if self.lanes is None:
+            return np.bincount(self.groups, weights=weights, minlength=self.n)
+        sums = np.bincount(self.lanes, weights=weights, minlength=self.n * self.LANES)
+        return sums.reshape(-1, self.LANES).sum(axis=1)

@@ -45,6 +45,7 @@ from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
 from ._common import (
     EPS,
     SCORE_SCORED,
+    GroupSums,
     as_categorical,
     as_str_series,
     display_key,
@@ -195,23 +196,35 @@ def cell_stats(
     n_cells = len(ids)
 
     per_cell = np.bincount(cell, minlength=n_cells)
+    cell_sum = GroupSums(cell, n_cells)
 
     # Counts and sums over all rows at once, never a gathered copy of most of them (at a
     # million trials each is 8 MiB, and the peak RSS is made of such copies): a count is the
     # cell's rows minus the few rows outside the mask; a NaN adds 0.0 to a sum, which leaves
     # every partial sum as it was.
-    def count(mask: np.ndarray) -> np.ndarray:
-        out = np.flatnonzero(~mask)
+    def count(mask: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows per cell where `mask` holds (`out`: the rows where it does not, if known)."""
+        out = np.flatnonzero(~mask) if out is None else out
         if len(out) <= len(mask) // 2:
             return (per_cell - np.bincount(cell[out], minlength=n_cells)).astype(float)
         return np.bincount(cell[mask], minlength=n_cells).astype(float)
 
-    def total(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ok = ~np.isnan(x)
-        if ok.all():
-            return np.bincount(cell, weights=x, minlength=n_cells), per_cell.astype(float)
-        sums = np.bincount(cell, weights=np.where(ok, x, 0.0), minlength=n_cells)
-        return sums, count(ok)
+    # One buffer each for every masked sum below: a fresh million-row array per column was
+    # a few ms of page faults each, most of what a sum cost.
+    missing = np.empty(len(pt), dtype=bool)
+    zeroed = np.empty(len(pt))
+
+    def total(x: np.ndarray, skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Sum and count per cell of `x` where it is not NaN (nor `skip`)."""
+        np.isnan(x, out=missing)
+        if skip is not None:
+            np.logical_or(missing, skip, out=missing)
+        gone = np.flatnonzero(missing)
+        if len(gone) == 0:
+            return cell_sum(x), per_cell.astype(float)
+        np.copyto(zeroed, x)
+        zeroed[gone] = 0.0
+        return cell_sum(zeroed), count(~missing, gone)
 
     def floats(col: str) -> np.ndarray:
         if col not in pt:
@@ -236,15 +249,15 @@ def cell_stats(
     # Time and attempts describe trials whose agent ran: a replay of a task with no recorded
     # original (not_applicable) or a workspace that could not be made ran no attempt.
     iterations = floats("iterations")
-    ran = np.nan_to_num(iterations, nan=1.0) >= 1
+    not_ran = np.nan_to_num(iterations, nan=1.0) < 1
     for name, col in (("dur", "duration_seconds"), ("iter", "iterations")):
-        out[f"{name}_sum"], out[f"{name}_n"] = total(np.where(ran, floats(col), np.nan))
-    baseline = (
-        pt["is_baseline"].to_numpy(dtype=float, na_value=0.0)
+        out[f"{name}_sum"], out[f"{name}_n"] = total(floats(col), skip=not_ran)
+    # (a flag: its sum is a count, of the few rows that are not baseline ones or the few that are)
+    out["baseline"] = count(
+        pt["is_baseline"].to_numpy(dtype=bool, na_value=False)
         if "is_baseline" in pt
-        else np.zeros(len(pt))
+        else np.zeros(len(pt), dtype=bool)
     )
-    out["baseline"] = np.bincount(cell, weights=np.nan_to_num(baseline), minlength=n_cells)
     if "holdout" in pt:  # (the task grid's flag: any holdout trial in the cell)
         out["holdout"] = count(pt["holdout"].to_numpy(dtype=bool, na_value=False))
     for name in names:
@@ -288,9 +301,10 @@ def finish_cells(
         take = np.arange(len(group))
     names = list(cells["_names"])
     _, multi = score_names(catalog)
+    group_sum = GroupSums(group, n_groups)
 
     def agg(name: str) -> np.ndarray:
-        return np.bincount(group, weights=cells[name][take], minlength=n_groups)
+        return group_sum(cells[name][take])
 
     def mean(s: str, c: str) -> np.ndarray:
         num, den = agg(s), agg(c)
