@@ -282,7 +282,7 @@ def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:
     or an id that is not their triple, are refused (None), never placed elsewhere."""
     import pyarrow as pa
 
-    from bench_pipeline.warehouse.columns import TrialKeys, key_rows
+    from bench_pipeline.warehouse.columns import TrialKeys, ids_are_triples, key_rows
 
     ids = ["a/x/1", "b/x/1", "a/y/2", "a/x/1", "b/y/1"]  # a/x/1 twice: a resumed trial
     trials = pd.DataFrame(
@@ -321,6 +321,22 @@ def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:
     assert TrialKeys.of(trials, pa.chunked_array([pa.array([*ids[:4], "b/y/2"])])) is None
     missing = trials.assign(task_id=pd.Categorical(["a", None, "a", "a", "b"]))
     assert TrialKeys.of(missing, t_ids) is None
+    # checked later (on the caller's thread of choice): the keys are made whatever the ids,
+    # and the check, a slice of rows at a time, finds a wrong id in any slice, the last too
+    assert keys.id_check()()  # (checked in `of` already)
+    wrong = pa.chunked_array([pa.array([*ids[:4], "b/y/2"])])
+    deferred = TrialKeys.of(trials, wrong, check_ids=False)
+    assert deferred is not None and deferred.id_check()() is False
+    assert TrialKeys.of(trials, t_ids, check_ids=False).id_check()() is True
+    names = pa.array(["a", "b"]), pa.array(["x", "y"])
+    codes = np.array([0, 1, 0, 0, 1], dtype=np.int8), np.array([0, 0, 1, 0, 1], dtype=np.int8)
+    reps = trials["repetition"].to_numpy()
+    for sliced in (1, 2, 5):
+        assert ids_are_triples(t_ids, *names, *codes, reps, slice_rows=sliced)
+        assert not ids_are_triples(wrong, *names, *codes, reps, slice_rows=sliced)
+    deferred.release()
+    with pytest.raises(RuntimeError, match="after release"):
+        deferred.id_check()()
 
 
 def test_mcnemar_without_scipy_matches_scipy() -> None:

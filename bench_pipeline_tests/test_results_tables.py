@@ -396,9 +396,9 @@ def test_task_tags_from_arrow_lists_equal_the_per_task_route() -> None:
 @pytest.mark.parametrize("rows", [1000, 200_003])
 @pytest.mark.parametrize("order", ["runs", "random"])
 def test_group_sums_equal_a_bincount(rows: int, order: str) -> None:
-    """GroupSums spreads a long column's additions over lanes (runs of one group were 3.5x
-    slower in a plain bincount); its sums must be bincount's, to rounding, NaN and empty
-    groups included."""
+    """GroupSums spreads a long column's additions over lanes where each group's rows lie
+    side by side (a plain bincount was 3.5x slower there); its sums must be bincount's, to
+    rounding, NaN and empty groups included."""
     import numpy as np
 
     from bench_pipeline.results._common import GroupSums
@@ -410,10 +410,101 @@ def test_group_sums_equal_a_bincount(rows: int, order: str) -> None:
     weights = rng.normal(size=rows)
     weights[rng.integers(0, rows, 3)] = np.nan
     sums = GroupSums(groups, 460)
-    assert (sums.lanes is not None) == (rows >= GroupSums.LANES_FROM)
+    assert (sums.lanes is not None) == (rows >= GroupSums.LANES_FROM and order == "runs")
     want = np.bincount(groups, weights=weights, minlength=460)
     got = sums(weights)
     assert got.shape == want.shape == (460,)
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.allclose(got, want, rtol=1e-12, atol=1e-9, equal_nan=True)
     assert (got[450:] == 0).all()
+
+
+def test_group_sums_keep_groups_of_equal_values_equal() -> None:
+    """Two configs with the same results must stay tied to the last bit (recommendations and
+    the Pareto frontier compare sums exactly): groups holding the same values in the same
+    order get the same sums wherever they start, lanes or not."""
+    import numpy as np
+
+    from bench_pipeline.results._common import GroupSums
+
+    rng = np.random.default_rng(11)
+    for trial in range(50):
+        values = rng.random(40_001 + trial)  # (lengths that are not a multiple of the lanes)
+        gap = rng.random(trial + 1)  # a third group before the second: every other offset
+        weights = np.concatenate([values, gap, values])
+        groups = np.repeat([0, 2, 1], [len(values), len(gap), len(values)])
+        sums = GroupSums(groups, 3)
+        assert sums.lanes is not None
+        got = sums(weights)
+        assert got[0] == got[1], trial
+
+
+def test_grid_takes_repetition_numbers_past_int32(run):
+    """The grid's sort keys are int32 where they fit; repetitions numbered past 2**31 (a
+    frame of int64s, not the warehouse's int32) still order each cell's trial ids."""
+    import numpy as np
+
+    from bench_pipeline.results.config_table import config_cells
+
+    trials, scores, per_trial, _ = run
+    shifted = per_trial.assign(repetition=per_trial["repetition"].astype(np.int64) + 2**40)
+    grid = task_config_grid(trials, scores, per_trial=shifted, cells=config_cells(shifted))
+    want = task_config_grid(trials, scores, per_trial=per_trial)
+    assert grid["trial_ids"].tolist() == want["trial_ids"].tolist()
+    assert grid.set_index(["task_id", "config_id"]).loc[("T1", "B"), "trial_ids"] == [
+        "T1/B/1",
+        "T1/B/2",
+    ]
+
+
+def test_cached_cell_sums_are_aligned_views_and_read_either_byte_order() -> None:
+    """ConfigCells.from_bytes hands out read-only views of the stored bytes, each array on a
+    multiple of 8 bytes (numpy's fast paths want aligned data); bytes stored in the other
+    byte order are converted."""
+    import json
+
+    import numpy as np
+
+    from bench_pipeline.results.config_table import ConfigCells
+
+    frame = pd.DataFrame({"x": [1]})
+    cells = {
+        "flag": np.array([True, False, True]),  # 3 bytes: the next array must be re-aligned
+        "sum": np.array([0.5, np.nan, 2.0]),
+        "_names": np.array(["a", "b"], dtype=object),
+        "count": np.array([1, 2, 3], dtype=np.int64),
+    }
+    data = ConfigCells(frame, np.array([0, 2]), 2, cells).to_bytes()
+    back = ConfigCells.from_bytes(frame, data)
+    assert back.first.tolist() == [0, 2] and back.n_groups == 2
+    for name, values in cells.items():
+        got = back.cells[name]
+        assert got.dtype == values.dtype and got.tolist() == values.tolist() or name == "sum"
+        if values.dtype != object:
+            assert got.flags.aligned and not got.flags.writeable, name
+    assert np.array_equal(back.cells["sum"], cells["sum"], equal_nan=True)
+
+    big = np.array([1.5, -2.0], dtype=">f8")
+    header = json.dumps({"n_groups": 1, "arrays": [["", ">i8", 8], ["v", ">f8", 16]]})
+    other = header.encode() + b"\0" + np.array([0], dtype=">i8").tobytes() + big.tobytes()
+    read = ConfigCells.from_bytes(frame, other)
+    assert read.cells["v"].tolist() == [1.5, -2.0] and read.cells["v"].dtype.isnative
+
+
+def test_task_tags_of_a_null_list_over_items_are_none() -> None:
+    """A null list may lie over items of the flattened values (Arrow keeps its offsets):
+    they are not its tags."""
+    import numpy as np
+    import pyarrow as pa
+
+    from bench_pipeline.results import by_tag
+
+    lists = pa.ListArray.from_arrays(
+        pa.array([0, 1, 3, 4], pa.int32()),
+        pa.array(["db", "api", "ui", "ops"]),
+        mask=pa.array([False, True, False]),
+    )
+    assert lists.to_pylist() == [["db"], None, ["ops"]]
+    column = pd.Series(pd.arrays.ArrowExtensionArray(lists))
+    names, per_task, codes = by_tag._task_tags(pd.DataFrame({"tags": column}), np.arange(3))
+    assert [names[c] for c in codes] == ["db", "-", "ops"] and per_task.tolist() == [1, 1, 1]

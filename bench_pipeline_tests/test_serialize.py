@@ -70,6 +70,14 @@ class Checked:
             raise ValueError(f"n must be >= 0, not {self.n}")
 
 
+@dataclass(frozen=True)
+class OwnInit:
+    n: int
+
+    def __init__(self, n: int) -> None:  # (its own: dataclass keeps it)
+        object.__setattr__(self, "n", n * 10)
+
+
 def test_a_plain_dataclass_is_filled_in_as_its_init_would_fill_it() -> None:
     """A plain frozen dataclass (Leaf: no __post_init__, no default factory) is rebuilt
     without its __init__, for speed: the result must be the one __init__ makes, a missing
@@ -83,6 +91,7 @@ def test_a_plain_dataclass_is_filled_in_as_its_init_would_fill_it() -> None:
     with pytest.raises(ValueError, match="n must be >= 0"):
         from_jsonable(Checked, {"n": -1})
     assert from_jsonable(Checked, {"n": 2}) == Checked(2)
+    assert from_jsonable(OwnInit, {"n": 2}).n == 20  # (an __init__ of its own runs)
 
 
 def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Path) -> None:

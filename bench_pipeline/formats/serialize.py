@@ -169,8 +169,12 @@ def _maker(dc: type) -> Callable[[dict[str, Any]], Any]:
     reading a 25,000-task manifest. A missing field without a default still raises as
     `dc(**values)` would."""
     fields = dataclasses.fields(dc)
+    init = getattr(dc, "__init__", None)
+    generated = getattr(getattr(init, "__code__", None), "co_filename", None) == "<string>"
     if (
-        hasattr(dc, "__post_init__")
+        not dc.__dataclass_params__.init  # type: ignore[attr-defined]
+        or not generated  # (an __init__ of the class's own: it runs)
+        or hasattr(dc, "__post_init__")
         or "__slots__" in dc.__dict__
         or any(not f.init for f in fields)
         or any(f.default_factory is not dataclasses.MISSING for f in fields)

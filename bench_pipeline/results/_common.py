@@ -249,11 +249,14 @@ def first_rows(codes: np.ndarray, n_groups: int) -> np.ndarray:
 
 class GroupSums:
     """`np.bincount(groups, weights=w, minlength=n)` for many `w` over the same `groups`.
-    Where the groups come in runs (a million trials ordered by config, a cell's rows side by
-    side), each addition waits for the one before it to the same bin: 3.9 ms where random
-    groups take 1.1. Past LANES_FROM rows every row adds to one of LANES copies of its bin
-    (by its position), which are summed at the end: ~1.1 ms whatever the order. The sums
-    differ from a plain bincount's in rounding only (the order of the additions)."""
+    Where each group's rows lie side by side (cells sorted by group; trials ordered by config
+    and task), every addition waits for the one before it to the same bin: 3.9 ms a million
+    rows, against 1.1 ms for the same rows shuffled. Then, past LANES_FROM rows, a group's
+    k-th row adds to lane k % LANES of its bin, and the lanes are summed at the end: ~1.1 ms.
+    A lane is set by the row's place within its group, not in the column, so groups holding
+    the same values in the same order get the same sums to the last bit, as with bincount
+    (two configs with equal results stay tied: the rankings and the frontier compare sums
+    exactly). Other orders take bincount as it is; sums differ from it in rounding only."""
 
     LANES = 8
     LANES_FROM = 1 << 16
@@ -262,8 +265,13 @@ class GroupSums:
         self.groups, self.n = groups, n
         self.lanes: np.ndarray | None = None
         if len(groups) >= self.LANES_FROM:
-            lane = np.arange(len(groups), dtype=np.int64) & (self.LANES - 1)
-            self.lanes = groups.astype(np.int64) * self.LANES + lane
+            starts = np.flatnonzero(np.diff(groups)) + 1
+            present = np.count_nonzero(np.bincount(groups, minlength=n))
+            if len(starts) + 1 == present:  # every group one run
+                starts = np.concatenate(([0], starts))
+                lengths = np.diff(np.append(starts, len(groups)))
+                place = np.arange(len(groups), dtype=np.int64) - np.repeat(starts, lengths)
+                self.lanes = groups.astype(np.int64) * self.LANES + (place & (self.LANES - 1))
 
     def __call__(self, weights: np.ndarray) -> np.ndarray:
         if self.lanes is None:

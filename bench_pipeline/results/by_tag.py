@@ -128,8 +128,9 @@ def _arrow_task_tags(
     lists: pa.Array, tasks: np.ndarray, n_tasks: int
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """`_task_tags` of Arrow string lists: `lists[i]` are the tags of task `tasks[i]`."""
-    flat = pc.list_flatten(lists)  # (a null list has no items)
-    owner = tasks[pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)]
+    flat = pc.list_flatten(lists)  # (a null list has no items, whatever lies under it)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    owner = np.repeat(tasks, lengths)
     kept = pc.and_(pc.is_valid(flat), pc.not_equal(flat, ""))
     kept = pc.fill_null(kept, False).to_numpy(zero_copy_only=False)
     encoded = flat.filter(pa.array(kept)).dictionary_encode()

@@ -115,9 +115,14 @@ class ConfigCells(NamedTuple):
             data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
             arrays.append([name, data.dtype.str, data.nbytes])
             payload.append(memoryview(data).cast("B"))  # (joined below: copied once)
-        # (JSON text never holds a raw NUL: the first one ends the header)
-        header = json.dumps({"n_groups": int(self.n_groups), "arrays": arrays})
-        return b"".join([header.encode(), b"\0", *payload])
+        # (JSON text never holds a raw NUL: the first one ends the header; spaces after the
+        # JSON start the arrays on a multiple of 8 bytes, so their views are aligned)
+        header = json.dumps({"n_groups": int(self.n_groups), "arrays": arrays}).encode()
+        header += b" " * (-(len(header) + 1) % 8)
+        padded = []
+        for data in payload:
+            padded += [data, b"\0" * (-len(data) % 8)]
+        return b"".join([header, b"\0", *padded])
 
     @classmethod
     def from_bytes(cls, per_trial: pd.DataFrame, data: bytes) -> ConfigCells:
@@ -140,7 +145,7 @@ class ConfigCells(NamedTuple):
             # tables only read the sums)
             values = np.frombuffer(view[at : at + item], dtype=kind)
             arrays[name] = values if kind.isnative else values.astype(kind.newbyteorder("="))
-            at += item
+            at += item + (-item % 8)
         first = arrays.pop("")
         return cls(per_trial, first, int(header["n_groups"]), arrays)
 

@@ -202,7 +202,9 @@ def _trial_ids(
     if np.issubdtype(rep.dtype, np.integer) and (hi - lo + 1) * max(n_cells, 1) < 2**62:
         wide = (hi - lo + 1) * max(n_cells, 1) >= 2**31
         width = np.int64 if wide else np.int32
-        key = cell_rank.astype(width, copy=False) * (hi - lo + 1) + (rep.astype(width) - lo)
+        # (the offset first, in int64: the repetitions themselves may not fit the width)
+        offset = (rep.astype(np.int64) - lo).astype(width)
+        key = cell_rank.astype(width, copy=False) * (hi - lo + 1) + offset
         # the usual order (a task's configs, each by repetition) needs no sort at all
         order = None if bool((key[1:] >= key[:-1]).all()) else np.argsort(key, kind="stable")
         key = key if order is None else key[order]

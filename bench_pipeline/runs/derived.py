@@ -213,22 +213,25 @@ def derived_per_trial(
     del t_arrow
     keys = TrialKeys.of(trials, t_ids, check_ids=False)
     if keys is not None:
+        del t_ids  # (the keys hold the ids, and free them once the score rows are placed)
         release_memory()  # the keys' temporaries, before the scores
         timings[KEYED] = time.perf_counter() - start
         # Whether every id is its triple is checked on a thread of its own while the score
-        # rows are placed by their triples (Arrow compute, no GIL held: the second core).
+        # rows are placed by their triples (Arrow compute, no GIL held: the second core);
+        # the pass waits for it before it makes anything of the rows it kept.
         with ThreadPoolExecutor(1, thread_name_prefix="trial-ids") as pool:
-            ids_checked = pool.submit(keys.id_check())
-            per_trial = _per_trial_by_keys(warehouse, run_id, runs[0], trials, keys, files, timings)
-            ids_are_triples = ids_checked.result()
-        if ids_are_triples and per_trial is not None:
+            checked = pool.submit(keys.id_check())
+            per_trial = _per_trial_by_keys(
+                warehouse, run_id, runs[0], trials, keys, files, timings, checked.result
+            )
+        if per_trial is not None:
             return per_trial
-        del per_trial
-        if ids_are_triples:  # a score row naming no trial: the ids as strings from here
+        if checked.result():  # a score row naming no trial: the ids as strings from here
             start = time.perf_counter()
-        else:  # an id that is not its triple: not keyed after all (the time is the strings')
+        else:  # an id that is not its triple: not keyed after all (the pass's time counts)
             for label in KEYED_STEPS:
                 timings.pop(label, None)
+        t_ids = keys.ids  # (not released: the pass gave up)
     del keys
     columns = [c for c in SCORE_READ if c != "trial_id"]
     if not batch_by_batch(files):
@@ -309,6 +312,7 @@ def _per_trial_by_keys(
     keys: TrialKeys,
     files: list[Path],
     timings: dict[str, float],
+    ids_are_triples: Callable[[], bool],
 ) -> pd.DataFrame | None:
     """derived_per_trial's route when the trials are keyed by their triples: the score rows
     are read once, batch by batch, each batch's trial rows found by integers and its latest
@@ -359,6 +363,8 @@ def _per_trial_by_keys(
         if not cells.add(batch.select(columns), rows):
             return None
     del batches, remap
+    if not ids_are_triples():  # (the keys kept whole: the caller looks the ids up instead)
+        return None
     keys.release()
     release_memory()
     timings["read scores, latest per (trial, scorer)"] = time.perf_counter() - start
@@ -408,7 +414,8 @@ def _general_per_trial(
 # so the cache file and the frame stay small (trials' error texts are the big one).
 PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "groups_scored")
 # Bumped whenever what `derived_per_trial` computes changes: an older cache is then rebuilt.
-PER_TRIAL_FORMAT = "2"  # 2: the config x task sums stored as their arrays' bytes, not JSON
+# 2: the config x task sums stored as their arrays' bytes, not JSON; 3: each array aligned
+PER_TRIAL_FORMAT = "3"
 _KEY_FIELD = b"bench_pipeline.inputs"
 _CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
 _CELLS_FIELD = b"bench_pipeline.config_cells"
