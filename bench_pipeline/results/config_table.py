@@ -207,29 +207,17 @@ def cell_stats(
     # million trials each is 8 MiB, and the peak RSS is made of such copies): a count is the
     # cell's rows minus the few rows outside the mask; a NaN adds 0.0 to a sum, which leaves
     # every partial sum as it was.
-    def count(mask: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows per cell where `mask` holds (`out`: the rows where it does not, if known)."""
-        out = np.flatnonzero(~mask) if out is None else out
+    def count(mask: np.ndarray) -> np.ndarray:
+        out = np.flatnonzero(~mask)
         if len(out) <= len(mask) // 2:
             return (per_cell - np.bincount(cell[out], minlength=n_cells)).astype(float)
         return np.bincount(cell[mask], minlength=n_cells).astype(float)
 
-    # One buffer each for every masked sum below: a fresh million-row array per column was
-    # a few ms of page faults each, most of what a sum cost.
-    missing = np.empty(len(pt), dtype=bool)
-    zeroed = np.empty(len(pt))
-
-    def total(x: np.ndarray, skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Sum and count per cell of `x` where it is not NaN (nor `skip`)."""
-        np.isnan(x, out=missing)
-        if skip is not None:
-            np.logical_or(missing, skip, out=missing)
-        gone = np.flatnonzero(missing)
-        if len(gone) == 0:
+    def total(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok = ~np.isnan(x)
+        if ok.all():
             return cell_sum(x), per_cell.astype(float)
-        np.copyto(zeroed, x)
-        zeroed[gone] = 0.0
-        return cell_sum(zeroed), count(~missing, gone)
+        return cell_sum(np.where(ok, x, 0.0)), count(ok)
 
     def floats(col: str) -> np.ndarray:
         if col not in pt:
@@ -254,9 +242,9 @@ def cell_stats(
     # Time and attempts describe trials whose agent ran: a replay of a task with no recorded
     # original (not_applicable) or a workspace that could not be made ran no attempt.
     iterations = floats("iterations")
-    not_ran = np.nan_to_num(iterations, nan=1.0) < 1
+    ran = np.nan_to_num(iterations, nan=1.0) >= 1
     for name, col in (("dur", "duration_seconds"), ("iter", "iterations")):
-        out[f"{name}_sum"], out[f"{name}_n"] = total(floats(col), skip=not_ran)
+        out[f"{name}_sum"], out[f"{name}_n"] = total(np.where(ran, floats(col), np.nan))
     # (a flag: its sum is a count, of the few rows that are not baseline ones or the few that are)
     out["baseline"] = count(
         pt["is_baseline"].to_numpy(dtype=bool, na_value=False)
