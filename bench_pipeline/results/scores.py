@@ -607,25 +607,49 @@ class LatestCells:
         group = np.array([*g_codes, -1], dtype=np.int8)[_codes(g_col)]
         sc_codes = scorer.indices.to_numpy(zero_copy_only=False)  # (no nulls: checked above)
         names = scorer.dictionary.to_pylist()
+        present = np.flatnonzero(np.bincount(sc_codes, minlength=len(names)))
+        period = _period(sc_codes, len(present))
         # (Python ints: a numpy int64 would widen the int32 codes for every comparison)
-        for code in np.flatnonzero(np.bincount(sc_codes, minlength=len(names))).tolist():
+        for code in (present if period is None else sc_codes[: len(present)]).tolist():
             slot = self.slots.get(names[code])
             if slot is None:
                 slot = self.slots[names[code]] = _Slot(self.n, self.rows_total)
-            sel = np.flatnonzero(sc_codes == code) if len(names) > 1 else np.arange(n_b)
+            # the scorer's rows of the batch: every period-th row when the scorers repeat in
+            # one order (the usual layout: a trial's scores written together), a view then
+            sel: slice | np.ndarray
+            if period is not None:
+                sel = slice(int(np.flatnonzero(sc_codes[:period] == code)[0]), n_b, period)
+            else:
+                sel = np.flatnonzero(sc_codes == code) if len(names) > 1 else np.arange(n_b)
             r, t, p = rows[sel], when[sel], pos[sel]
-            if len(r) < 2 or bool((r[1:] > r[:-1]).all()):
-                # each trial at most once in this batch (the usual order): a row wins when it
-                # is not older than the winner so far (ties: it was read later)
+            rw: slice | np.ndarray
+            sw: slice | np.ndarray
+            if len(r) and int(r[-1]) - int(r[0]) == len(r) - 1 and _increasing(r):
+                # consecutive trials (the usual order): their slots are one run, and when
+                # every row wins (a first score) both sides of each copy are views
+                run = slice(int(r[0]), int(r[0]) + len(r))
+                newer = t >= slot.time[run]
+                if newer.all():
+                    rw, sw = run, sel
+                else:
+                    win = np.flatnonzero(newer)
+                    rw, sw = win + run.start, _positions_of(sel, n_b)[win]
+                    t, p = t[win], p[win]
+                slot.time[rw] = t
+                slot.pos[rw] = p
+            elif len(r) < 2 or _increasing(r):
+                # each trial at most once in this batch: a row wins when it is not older than
+                # the winner so far (ties: it was read later)
                 win = np.flatnonzero(t >= slot.time[r])
                 slot.time[r[win]] = t[win]
                 slot.pos[r[win]] = p[win]
+                rw, sw = r[win], _positions_of(sel, n_b)[win]
             else:
                 np.maximum.at(slot.time, r, t)  # newest time per trial, old winner included
                 cand = np.flatnonzero(t == slot.time[r])
                 np.maximum.at(slot.pos, r[cand], p[cand])  # ties: the row read last
                 win = cand[slot.pos[r[cand]] == p[cand]]
-            rw, sw = r[win], sel[win]
+                rw, sw = r[win], _positions_of(sel, n_b)[win]
             slot.value[rw] = value[sw]
             slot.status[rw] = status[sw]
             slot.group[rw] = group[sw]
@@ -635,14 +659,17 @@ class LatestCells:
             if slot.cost is not None:
                 slot.cost[rw] = c
             w = weight[sw]
-            w_codes = np.full(len(w), -1, dtype=np.int8)
-            known = ~np.isnan(w)
-            if known.all() and len(w) and w.min() == w.max():  # one weight (the usual case)
+            if len(w) == 0:
+                continue
+            if w.min() == w.max():  # one weight (the usual case; a NaN fails ==)
                 code = slot.weights.setdefault(float(w[0]), len(slot.weights))
                 if len(slot.weights) > _MAX_CODES:
                     return False
-                w_codes[:] = code
-            elif known.any():
+                slot.weight[rw] = code
+                continue
+            w_codes = np.full(len(w), -1, dtype=np.int8)
+            known = ~np.isnan(w)
+            if known.any():
                 uniq, inv = np.unique(w[known], return_inverse=True)
                 table = np.array(
                     [slot.weights.setdefault(float(u), len(slot.weights)) for u in uniq]
@@ -690,6 +717,27 @@ class LatestCells:
         arrays are handed over (the slot is dropped)."""
         slot = self.slots.pop(scorer)
         return slot.value, slot.status, slot.cost
+
+
+def _period(codes: np.ndarray, distinct: int) -> int | None:
+    """`distinct` when `codes` repeat the same `distinct` different values in the same order
+    from the start (row i's is row i-distinct's), else None: then a code's rows are every
+    `distinct`-th row from its first."""
+    if distinct < 2 or len(codes) < distinct:
+        return None
+    head = codes[:distinct]
+    if len(np.unique(head)) != distinct or not np.array_equal(codes[distinct:], codes[:-distinct]):
+        return None
+    return distinct
+
+
+def _increasing(values: np.ndarray) -> bool:
+    return len(values) < 2 or bool((values[1:] > values[:-1]).all())
+
+
+def _positions_of(sel: slice | np.ndarray, n: int) -> np.ndarray:
+    """`sel` as the positions it selects (a slice's made only when they are needed)."""
+    return np.arange(n)[sel] if isinstance(sel, slice) else sel
 
 
 def _newest(slot: _Slot, mask: np.ndarray | None) -> int:
