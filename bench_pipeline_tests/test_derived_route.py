@@ -318,6 +318,20 @@ def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:
     no_such_rep = ghost.set_column(0, "task_id", pa.array(["a", "a"]).dictionary_encode())
     assert keys.rows(no_such_rep.set_column(2, "repetition", pa.array([1, 9], pa.int32()))) is None
     assert keys.rows(no_such_rep.set_column(2, "repetition", pa.array([1, 2], pa.int32()))) is None
+    assert keys.rows(no_such_rep.set_column(2, "repetition", pa.array([0, 1], pa.int32()))) is None
+    unknown_config = no_such_rep.set_column(
+        1, "config_id", pa.array(["x", "z"]).dictionary_encode()
+    )
+    assert (
+        keys.rows(unknown_config.set_column(2, "repetition", pa.array([1, 1], pa.int32()))) is None
+    )
+    # a dictionary entry that names no trial but no row uses (a slice of a bigger batch)
+    unused = pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int32()), pa.array(["a", "c"]))
+    sliced = pa.RecordBatch.from_arrays(
+        [unused, pa.array(["x", "y"]).dictionary_encode(), pa.array([1, 2], pa.int32())],
+        names=["task_id", "config_id", "repetition"],
+    )
+    assert keys.rows(sliced).tolist() == [0, 2]
     assert TrialKeys.of(trials, pa.chunked_array([pa.array([*ids[:4], "b/y/2"])])) is None
     missing = trials.assign(task_id=pd.Categorical(["a", None, "a", "a", "b"]))
     assert TrialKeys.of(missing, t_ids) is None

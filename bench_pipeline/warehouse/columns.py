@@ -402,14 +402,26 @@ class TrialKeys:
         if any(c.null_count for c in cols):
             return None
         task, config, rep = cols
-        t_map = _positions(pc.index_in(task.dictionary, value_set=self.tasks))
-        c_map = _positions(pc.index_in(config.dictionary, value_set=self.configs))
-        t = t_map[task.indices.to_numpy(zero_copy_only=False)].astype(np.int64)
-        c = c_map[config.indices.to_numpy(zero_copy_only=False)].astype(np.int64)
-        r = rep.to_numpy(zero_copy_only=False).astype(np.int64) - self.rep_min
-        if (t < 0).any() or (c < 0).any() or (r < 0).any() or (r >= self.rep_span).any():
+        # the key's task and config parts are looked up per dictionary entry (a few), then
+        # gathered per row: int32 while the grid fits, no per-row range check but the
+        # repetition's (a dictionary entry naming no trial is checked row by row)
+        configs, span = len(self.configs), self.rep_span
+        width = np.int32 if len(self.lookup) < 2**31 else np.int64
+        t_map = _positions(pc.index_in(task.dictionary, value_set=self.tasks)).astype(width)
+        c_map = _positions(pc.index_in(config.dictionary, value_set=self.configs)).astype(width)
+        t_idx = task.indices.to_numpy(zero_copy_only=False)
+        c_idx = config.indices.to_numpy(zero_copy_only=False)
+        if (t_map < 0).any() and (t_map[t_idx] < 0).any():
             return None
-        rows = self.lookup[(t * len(self.configs) + c) * self.rep_span + r]
+        if (c_map < 0).any() and (c_map[c_idx] < 0).any():
+            return None
+        r = rep.to_numpy(zero_copy_only=False)
+        if len(r) and (int(r.min()) < self.rep_min or int(r.max()) >= self.rep_min + span):
+            return None
+        key = np.where(t_map >= 0, t_map * (configs * span), 0)[t_idx]
+        key += np.where(c_map >= 0, c_map * span, 0)[c_idx]
+        key += (r - self.rep_min).astype(width, copy=False)  # (in range: checked above)
+        rows = self.lookup[key]
         return None if (rows < 0).any() else rows
 
 
