@@ -680,21 +680,29 @@ def _stale_by_short_sums(wh: Warehouse) -> None:
 
 
 def _replace_sums(wh: Warehouse, cut: Callable[[bytes], bytes]) -> None:
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
-    from bench_pipeline.runs.derived import _CELLS_FIELD
     from bench_pipeline.warehouse import layout
 
-    cache = wh.root / layout.per_trial_cache(RUN)
-    with pa.OSFile(str(cache)) as source:  # (read, not mapped: the file is written next)
-        table = ipc.open_file(source).read_all()
-    meta = {**table.schema.metadata, _CELLS_FIELD: cut(table.schema.metadata[_CELLS_FIELD])}
-    table = table.replace_schema_metadata(meta)
-    tmp = cache.with_name(".unreadable.arrow")
-    with ipc.new_file(str(tmp), table.schema) as writer:
-        writer.write_table(table)
-    tmp.replace(cache)
+    sums = wh.root / layout.per_trial_cells(RUN)
+    key, _, data = sums.read_bytes().partition(b"\n")
+    sums.write_bytes(key + b"\n" + cut(data))
+
+
+def _stale_by_missing_sums(wh: Warehouse) -> None:
+    """The cache's key still current, the file of its config x task sums gone."""
+    from bench_pipeline.warehouse import layout
+
+    (wh.root / layout.per_trial_cells(RUN)).unlink()
+
+
+def _stale_by_another_runs_sums(wh: Warehouse) -> None:
+    """The cache's key still current, its sums' file another run's (built from other files)."""
+    import shutil
+
+    from bench_pipeline.warehouse import layout
+
+    other = _warehouse(wh.root.parent / "other", "partition", seed=5, run_id=RUN, reps=4)
+    compute_derived(other, RUN)
+    shutil.copy(other.root / layout.per_trial_cells(RUN), wh.root / layout.per_trial_cells(RUN))
 
 
 @pytest.mark.parametrize(
@@ -706,6 +714,8 @@ def _replace_sums(wh: Warehouse, cut: Callable[[bytes], bytes]) -> None:
         _stale_by_a_truncated_cache,
         _stale_by_unreadable_sums,
         _stale_by_short_sums,
+        _stale_by_missing_sums,
+        _stale_by_another_runs_sums,
     ],
 )
 def test_a_stale_cache_is_never_used(tmp_path: Path, make_stale) -> None:

@@ -35,12 +35,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from bench_pipeline.formats.vocabulary import OUTCOME_SUCCEEDED
+
+if TYPE_CHECKING:
+    import mmap
 
 from ._common import (
     EPS,
@@ -99,10 +102,15 @@ class ConfigCells(NamedTuple):
     cells: dict[str, np.ndarray]
 
     def to_bytes(self) -> bytes:
-        """The sums as bytes, to be stored beside the per-trial rows they were computed from:
-        a JSON header naming each array, a NUL, then each numeric array's own bytes (exact,
-        NaN too; as JSON lists of numbers they took 3 s to write at 25,000 tasks x 8 configs,
-        and as base64 text 1 s)."""
+        """`to_parts` joined."""
+        return b"".join(self.to_parts())
+
+    def to_parts(self) -> list[bytes | memoryview]:
+        """The sums as bytes, to be stored beside the per-trial rows they were computed from,
+        in parts to be written one after another (the arrays' own memory, not copied): a JSON
+        header naming each array, a NUL, then each numeric array's own bytes (exact, NaN too;
+        as JSON lists of numbers they took 3 s to write at 25,000 tasks x 8 configs, and as
+        base64 text 1 s)."""
         import json
 
         arrays: list[list[object]] = []
@@ -114,23 +122,28 @@ class ConfigCells(NamedTuple):
                 continue
             data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
             arrays.append([name, data.dtype.str, data.nbytes])
-            payload.append(memoryview(data).cast("B"))  # (joined below: copied once)
+            payload.append(memoryview(data).cast("B"))
         # (JSON text never holds a raw NUL: the first one ends the header; spaces after the
         # JSON start the arrays on a multiple of 8 bytes, so their views are aligned)
         header = json.dumps({"n_groups": int(self.n_groups), "arrays": arrays}).encode()
         header += b" " * (-(len(header) + 1) % 8)
-        padded = []
+        parts: list[bytes | memoryview] = [header, b"\0"]
         for data in payload:
-            padded += [data, b"\0" * (-len(data) % 8)]
-        return b"".join([header, b"\0", *padded])
+            parts += [data, b"\0" * (-len(data) % 8)]
+        return parts
 
     @classmethod
-    def from_bytes(cls, per_trial: pd.DataFrame, data: bytes) -> ConfigCells:
-        """`to_bytes`' sums for the very `per_trial` rows they were computed from."""
+    def from_bytes(
+        cls, per_trial: pd.DataFrame, data: bytes | mmap.mmap, start: int = 0
+    ) -> ConfigCells:
+        """`to_bytes`' sums, stored in `data` from `start` (a multiple of 8, for aligned
+        arrays), for the very `per_trial` rows they were computed from."""
         import json
 
-        end = data.index(b"\0")
-        header = json.loads(data[:end])
+        end = data.find(b"\0", start)
+        if end < 0:
+            raise ValueError("config cells: no end to the header")
+        header = json.loads(bytes(data[start:end]))
         view, at = memoryview(data)[end + 1 :], 0  # (the arrays' bytes, not copied)
         arrays: dict[str, np.ndarray] = {}
         for name, dtype, item in header["arrays"]:

@@ -414,11 +414,18 @@ def _general_per_trial(
 # so the cache file and the frame stay small (trials' error texts are the big one).
 PER_TRIAL_UNUSED = ("task_set_revision", "difficulty", "config_hash", "error", "groups_scored")
 # Bumped whenever what `derived_per_trial` computes changes: an older cache is then rebuilt.
-# 2: the config x task sums stored as their arrays' bytes, not JSON; 3: each array aligned
-PER_TRIAL_FORMAT = "3"
+# 2: the config x task sums stored as their arrays' bytes, not JSON; 3: each array aligned;
+# 4: the sums in a file of their own (`layout.per_trial_cells`), not in the schema's metadata
+PER_TRIAL_FORMAT = "4"
 _KEY_FIELD = b"bench_pipeline.inputs"
 _CATALOG_FIELD = b"bench_pipeline.scorer_catalog"
-_CELLS_FIELD = b"bench_pipeline.config_cells"
+
+
+def _key_line(key: str) -> bytes:
+    """The first line of the sums' file: the cache key, padded so that the sums after it
+    start on a multiple of 8 bytes (their arrays' views are then aligned)."""
+    line = key.encode()
+    return line + b" " * (-(len(line) + 1) % 8) + b"\n"
 
 
 @functools.cache
@@ -503,11 +510,26 @@ def read_per_trial_cache(
         frame = table.to_pandas(types_mapper=_pandas_type, split_blocks=True, self_destruct=True)
         del table
         frame.attrs["scorer_catalog"] = catalog
-        cells = meta.get(_CELLS_FIELD)
-        sums = R.ConfigCells.from_bytes(frame, cells) if cells else None
     except (OSError, pa.ArrowException, KeyError, TypeError, ValueError):  # (JSON errors too)
         return None
-    return frame, sums
+    return frame, _read_cells(warehouse.root / layout.per_trial_cells(run_id), frame, key)
+
+
+def _read_cells(path: Path, per_trial: pd.DataFrame, key: str) -> ConfigCells | None:
+    """The config x task sums stored beside the per-trial cache, as read-only views of the
+    file's mapped pages; None when there are none for `key` or they cannot be read."""
+    import mmap
+
+    try:
+        with open(path, "rb") as file:
+            data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        line = data.find(b"\n")
+        if line < 0 or data[:line].rstrip() != key.encode():
+            return None
+        # (the views keep the mapping open; it closes when the last one goes)
+        return R.ConfigCells.from_bytes(per_trial, data, start=line + 1)
+    except (OSError, KeyError, TypeError, ValueError):  # (an empty file, JSON errors too)
+        return None
 
 
 def write_per_trial_cache(
@@ -544,9 +566,10 @@ def write_per_trial_cache(
         catalog = json.dumps(per_trial.attrs.get("scorer_catalog") or [], default=_plain)
         schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)
         extra = {_KEY_FIELD: key.encode(), _CATALOG_FIELD: catalog.encode()}
-        if cells is not None:
-            extra[_CELLS_FIELD] = cells.to_bytes()
         schema = schema.with_metadata({**(schema.metadata or {}), **extra})
+        # (the sums in a file of their own, not in the schema's metadata: at 25,000 tasks x 8
+        # configs they are ~65 MiB, which the metadata copied three times over)
+        sums = [_key_line(key), *cells.to_parts()] if cells is not None else None
         # (built before the tables run: its numeric columns are the frame's buffers, which
         # no table writes to, and the rest are copies)
         batch = pa.RecordBatch.from_arrays(
@@ -563,6 +586,14 @@ def write_per_trial_cache(
 
         start = time.perf_counter()
         try:
+            # the sums first: a cache whose key is current always has its sums' file beside
+            # it, unless that could not be written (then the next analysis computes them)
+            sums_at = warehouse.root / layout.per_trial_cells(run_id)
+            if sums is not None:
+                with replacing(sums_at) as tmp, open(tmp, "wb") as file:
+                    file.writelines(sums)
+            else:
+                sums_at.unlink(missing_ok=True)
             with replacing(target) as tmp, ipc.new_file(str(tmp), schema) as file:
                 file.write_batch(batch)
         except (OSError, pa.ArrowException) as exc:

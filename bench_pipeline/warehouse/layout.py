@@ -40,6 +40,12 @@ def per_trial_cache(run_id: str) -> str:
     return f"cache/per_trial/{run_id}.arrow"
 
 
+def per_trial_cells(run_id: str) -> str:
+    """The config x task sums of the run's per-trial cache, beside it and keyed the same: its
+    key on the first line, then the sums' bytes (`ConfigCells.to_parts`), mapped, not read."""
+    return f"cache/per_trial/{run_id}.cells"
+
+
 def rescore_settings(run_id: str, rescore_id: str | None = None) -> str:
     """What one rescore graded with (its scorers, the merged judge, the counts it wrote); without
     `rescore_id`, the folder of every rescore of the run, one settings file each."""
