@@ -397,9 +397,9 @@ def test_task_tags_from_arrow_lists_equal_the_per_task_route() -> None:
 @pytest.mark.parametrize("rows", [1000, 200_003])
 @pytest.mark.parametrize("order", ["runs", "random"])
 def test_group_sums_equal_a_bincount(rows: int, order: str) -> None:
-    """GroupSums spreads a long column's additions over lanes where each group's rows lie
-    side by side (a plain bincount was 3.5x slower there); its sums must be bincount's, to
-    rounding, NaN and empty groups included."""
+    """GroupSums sums a long column run by run where each group's rows lie side by side (a
+    plain bincount was 20x slower there); its sums must be bincount's, to rounding, NaN and
+    empty groups included."""
     import numpy as np
 
     from bench_pipeline.results._common import GroupSums
@@ -411,7 +411,7 @@ def test_group_sums_equal_a_bincount(rows: int, order: str) -> None:
     weights = rng.normal(size=rows)
     weights[rng.integers(0, rows, 3)] = np.nan
     sums = GroupSums(groups, 460)
-    assert (sums.lanes is not None) == (rows >= GroupSums.LANES_FROM and order == "runs")
+    assert (sums.starts is not None) == (rows >= GroupSums.RUNS_FROM and order == "runs")
     want = np.bincount(groups, weights=weights, minlength=460)
     got = sums(weights)
     assert got.shape == want.shape == (460,)
@@ -423,19 +423,19 @@ def test_group_sums_equal_a_bincount(rows: int, order: str) -> None:
 def test_group_sums_keep_groups_of_equal_values_equal() -> None:
     """Two configs with the same results must stay tied to the last bit (recommendations and
     the Pareto frontier compare sums exactly): groups holding the same values in the same
-    order get the same sums wherever they start, lanes or not."""
+    order get the same sums wherever they start."""
     import numpy as np
 
     from bench_pipeline.results._common import GroupSums
 
     rng = np.random.default_rng(11)
     for trial in range(50):
-        values = rng.random(40_001 + trial)  # (lengths that are not a multiple of the lanes)
+        values = rng.random(40_001 + trial)
         gap = rng.random(trial + 1)  # a third group before the second: every other offset
         weights = np.concatenate([values, gap, values])
         groups = np.repeat([0, 2, 1], [len(values), len(gap), len(values)])
         sums = GroupSums(groups, 3)
-        assert sums.lanes is not None
+        assert sums.starts is not None
         got = sums(weights)
         assert got[0] == got[1], trial
 

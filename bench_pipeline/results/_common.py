@@ -250,31 +250,29 @@ def first_rows(codes: np.ndarray, n_groups: int) -> np.ndarray:
 class GroupSums:
     """`np.bincount(groups, weights=w, minlength=n)` for many `w` over the same `groups`.
     Where each group's rows lie side by side (cells sorted by group; trials ordered by config
-    and task), every addition waits for the one before it to the same bin: 3.9 ms a million
-    rows, against 1.1 ms for the same rows shuffled. Then, past LANES_FROM rows, a group's
-    k-th row adds to lane k % LANES of its bin, and the lanes are summed at the end: ~1.1 ms.
-    A lane is set by the row's place within its group, not in the column, so groups holding
-    the same values in the same order get the same sums to the last bit, as with bincount
-    (two configs with equal results stay tied: the rankings and the frontier compare sums
-    exactly). Other orders take bincount as it is; sums differ from it in rounding only."""
+    and task), every addition of bincount waits for the one before it to the same bin: 3.8 ms
+    a million rows, against 1.1 ms for the same rows shuffled. Then, past RUNS_FROM rows, each
+    run is summed by `np.add.reduceat`, one pass in order: 0.17 ms. A group's sum is its rows
+    added in their order, as with bincount, so groups holding the same values in the same
+    order get the same sums to the last bit (two configs with equal results stay tied: the
+    rankings and the frontier compare sums exactly). Other orders take bincount as it is;
+    sums differ from it in rounding only."""
 
-    LANES = 8
-    LANES_FROM = 1 << 16
+    RUNS_FROM = 1 << 16
 
     def __init__(self, groups: np.ndarray, n: int) -> None:
         self.groups, self.n = groups, n
-        self.lanes: np.ndarray | None = None
-        if len(groups) >= self.LANES_FROM:
+        self.starts: np.ndarray | None = None  # where each run starts, when groups are runs
+        if len(groups) >= self.RUNS_FROM:
             starts = np.flatnonzero(np.diff(groups)) + 1
             present = np.count_nonzero(np.bincount(groups, minlength=n))
             if len(starts) + 1 == present:  # every group one run
-                starts = np.concatenate(([0], starts))
-                lengths = np.diff(np.append(starts, len(groups)))
-                place = np.arange(len(groups), dtype=np.int64) - np.repeat(starts, lengths)
-                self.lanes = groups.astype(np.int64) * self.LANES + (place & (self.LANES - 1))
+                self.starts = np.concatenate(([0], starts))
+                self.run_groups = groups[self.starts]
 
     def __call__(self, weights: np.ndarray) -> np.ndarray:
-        if self.lanes is None:
+        if self.starts is None:
             return np.bincount(self.groups, weights=weights, minlength=self.n)
-        sums = np.bincount(self.lanes, weights=weights, minlength=self.n * self.LANES)
-        return sums.reshape(-1, self.LANES).sum(axis=1)
+        sums = np.zeros(self.n)
+        sums[self.run_groups] = np.add.reduceat(np.asarray(weights, dtype=float), self.starts)
+        return sums
