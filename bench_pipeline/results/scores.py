@@ -720,13 +720,10 @@ class LatestCells:
 
 
 def _period(codes: np.ndarray, distinct: int) -> int | None:
-    """`distinct` when `codes` repeat the same `distinct` different values in the same order
-    from the start (row i's is row i-distinct's), else None: then a code's rows are every
-    `distinct`-th row from its first."""
-    if distinct < 2 or len(codes) < distinct:
-        return None
-    head = codes[:distinct]
-    if len(np.unique(head)) != distinct or not np.array_equal(codes[distinct:], codes[:-distinct]):
+    """`distinct` (how many different values `codes` hold) when row i's code is row
+    i-distinct's, else None. Then the first `distinct` rows hold every value once, and a
+    code's rows are every `distinct`-th row from its first."""
+    if distinct < 2 or not np.array_equal(codes[distinct:], codes[:-distinct]):
         return None
     return distinct
 
