@@ -24,14 +24,19 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("pandas", "pyarrow", "duckdb", "dagster", "httpx", "anthropic", "scipy", "matplotlib")
 
 
-def _imported_after(statement: str) -> list[str]:
-    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _python(code: str, env: dict[str, str] | None = None) -> str:
+    """The last line `code` prints in a fresh interpreter that imports this checkout."""
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    return out.stdout.splitlines()[-1]
+
+
+def _imported_after(statement: str) -> list[str]:
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    loaded = set(json.loads(_python(code)))
     return [m for m in HEAVY if m in loaded]
 
 
@@ -61,16 +66,9 @@ def test_the_definitions_load_no_frames_or_charts() -> None:
 
 
 def _arrow_allocator(env: dict[str, str]) -> str:
-    code = "import bench_pipeline, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    return _python(
+        "import bench_pipeline, pyarrow; print(pyarrow.default_memory_pool().backend_name)", env
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout.strip()
 
 
 def test_a_bench_process_gives_arrow_the_system_allocator_unless_the_user_chose() -> None:
