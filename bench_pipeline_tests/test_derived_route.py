@@ -436,6 +436,40 @@ def test_perf_script_measures_a_kept_warehouse_against_another_checkout(tmp_path
     assert "first" in out.splitlines()[-1] and "steady" in out.splitlines()[-1]
 
 
+def test_perf_script_refuses_a_kept_warehouse_it_would_write_over(tmp_path: Path) -> None:
+    """--keep into a directory that holds files (an earlier --keep's, say) and --warehouse
+    where no run was kept: one line naming the option and the fix, exit 2, before anything is
+    generated, and the directory's files untouched."""
+    import os
+    import subprocess
+    import sys
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("earlier results\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args, option in (
+        (["--keep", str(kept)], f"--keep {kept}"),
+        (["--warehouse", str(empty)], f"--warehouse {empty}"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "perf" / "analysis.py"), *args],
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""  # (nothing generated: that line would come first)
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"perf/analysis.py: {option}: ") and "Traceback" not in line
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.txt"]
+    assert (kept / "notes.txt").read_text() == "earlier results\n"
+    assert list(empty.iterdir()) == []
+
+
 def _round_one_blocks(out: str) -> dict[str, str]:
     """perf/analysis.py --against's round-1 detail blocks: label -> the lines it printed."""
     blocks: dict[str, str] = {}

@@ -477,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure_floor is not None:
         return measure_floor(args.measure_floor, RUN_ID)
 
+    problem = _unusable_directory(args.keep, args.warehouse)
+    if problem:
+        print(f"perf/analysis.py: {problem}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         root = args.warehouse or args.keep or Path(tmp) / "warehouse"
         if args.warehouse is None:
@@ -536,6 +540,18 @@ def main(argv: list[str] | None = None) -> int:
                 [sys.executable, __file__, "--measure-reference", str(root)], env=env, check=False
             )
         return child.returncode
+
+
+def _unusable_directory(keep: Path | None, warehouse: Path | None) -> str | None:
+    """Why `--keep` or `--warehouse` cannot be used, before anything is generated (a kept
+    warehouse is never written over: its files are what later runs are compared on)."""
+    if keep is not None and keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+        return f"--keep {keep}: not an empty directory; name a new one (or measure it with --warehouse)"
+    from bench_pipeline.warehouse import layout
+
+    if warehouse is not None and not (warehouse / layout.manifest(RUN_ID)).is_file():
+        return f"--warehouse {warehouse}: no run {RUN_ID} there; write one first with --keep DIR"
+    return None
 
 
 def drop_cache(root: Path) -> None:
