@@ -457,33 +457,44 @@ class _FastPairs:
         self.n_tasks = len(task_u)
         del cfg, task
         rep_codes, rep_u = _repetition_codes(pt["repetition"])
-        wide = (len(task_u) + 1) * (len(rep_u) + 1) >= 2**31
-        self.key = np.where(
-            (self.task >= 0) & (rep_codes >= 0),
-            self.task.astype(np.int64 if wide else np.int32) * (len(rep_u) + 1) + rep_codes,
-            -1,
-        ).astype(np.int64 if wide else np.int32)
-        self.n_keys = (len(task_u) + 1) * (len(rep_u) + 1)
-        del rep_codes
+        span = len(rep_u) + 1
+        wide = (len(task_u) + 1) * span >= 2**31
+        # task * span + repetition, in place on one array of the key's width (no int64 copy
+        # of a million codes where int32 holds them); -1 where either part is null
+        key = self.task.astype(np.int64 if wide else np.int32)
+        key *= span
+        np.add(key, rep_codes, out=key, casting="unsafe")  # (in range: checked by `wide`)
+        missing = (self.task < 0) | (rep_codes < 0)
+        if missing.any():
+            key[missing] = -1
+        self.key = key
+        self.n_keys = (len(task_u) + 1) * span
+        del rep_codes, missing
         out_codes, out_u = str_codes(pt["outcome"])
-        infra_u = np.array([u in INFRA_OUTCOMES for u in out_u] + [False])
-        succ_u = np.array([u == OUTCOME_SUCCEEDED for u in out_u] + [False])
-        inconclusive = (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(
-            dtype=bool, na_value=False
+        # each outcome's flags looked up once, then gathered per trial (-1, a null: none)
+        by_outcome = np.array(
+            [
+                (_BAD if u in INFRA_OUTCOMES else 0) | (_SUCC if u == OUTCOME_SUCCEEDED else 0)
+                for u in out_u
+            ]
+            + [0],
+            dtype=np.uint8,
         )
+        flags = by_outcome[out_codes]
+        del out_codes
         passed = pt["passed"].to_numpy(dtype=float, na_value=np.nan)
-        holdout = (
-            pt["holdout"].to_numpy(dtype=bool, na_value=False)
-            if "holdout" in pt
-            else np.zeros(len(pt), dtype=bool)
+        # (a bool array viewed as 0/1 bytes, times its flag's bit: no int64 temporaries)
+        _set_flag(
+            flags,
+            (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(dtype=bool, na_value=False),
+            _BAD,
         )
-        flags = (infra_u[out_codes] | inconclusive).astype(np.uint8)
-        flags |= np.where(np.isnan(passed), 0, _HAS_PASS).astype(np.uint8)
-        flags |= np.where(passed == 1.0, _PASSED, 0).astype(np.uint8)
-        flags |= np.where(holdout, _HOLDOUT, 0).astype(np.uint8)
-        flags |= np.where(succ_u[out_codes], _SUCC, 0).astype(np.uint8)
+        _set_flag(flags, ~np.isnan(passed), _HAS_PASS)
+        _set_flag(flags, passed == 1.0, _PASSED)
+        if "holdout" in pt:
+            _set_flag(flags, pt["holdout"].to_numpy(dtype=bool, na_value=False), _HOLDOUT)
         self.flags = flags
-        del out_codes, inconclusive, passed, holdout
+        del passed
         self.cost = (
             pt["cost_usd"].to_numpy(dtype=float, na_value=np.nan)
             if "cost_usd" in pt
@@ -536,13 +547,18 @@ class _FastPairs:
             return  # (then _slot makes one config's at a time)
         table = np.full((n_cfg, self.n_keys), -1, dtype=np.int32 if n < 2**31 else np.int64)
         has = (self.cfg >= 0) & (self.key >= 0)
-        rows = np.arange(n) if has.all() else np.flatnonzero(has)
-        cfg, key = self.cfg[rows], self.key[rows]
-        table[cfg, key] = rows
+        every = bool(has.all())
+        rows = np.arange(n) if every else np.flatnonzero(has)
+        cfg = self.cfg if every else self.cfg[rows]
+        # each row's slot as one flat position (computed once, not per indexing of the table)
+        at = cfg.astype(np.int64) * self.n_keys
+        at += self.key if every else self.key[rows]
+        flat = table.reshape(-1)  # (a view: writes land in `table`)
+        flat[at] = rows
         # a config with a trial without a key, or two trials on one key (a later row took the
         # slot), has no table: the generic merge defines its pairs
         bad = np.bincount(self.cfg[(self.cfg >= 0) & (self.key < 0)], minlength=n_cfg) > 0
-        lost = table[cfg, key] != rows
+        lost = flat[at] != rows
         if lost.any():
             bad |= np.bincount(cfg[lost], minlength=n_cfg) > 0
         self._table, self._bad = table, bad
@@ -682,6 +698,11 @@ class _FastPairs:
             task[dur_ok],
             dur_delta,
         )
+
+
+def _set_flag(flags: np.ndarray, where: np.ndarray, bit: int) -> None:
+    """`flags |= bit` where `where` holds (uint8 flags, a bool mask of the same length)."""
+    flags |= where.view(np.uint8) * np.uint8(bit)
 
 
 def _repetition_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
