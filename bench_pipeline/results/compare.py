@@ -418,14 +418,12 @@ def _pair_classes() -> _PairClasses:
 
 
 class _ByKey(NamedTuple):
-    """One config's trials laid out by (task, repetition) code: what a comparison reads of
-    them, so that pairing two configs is elementwise, without gathering rows."""
+    """One config's trials laid out by (task, repetition) code: their flags, so that pairing
+    two configs is elementwise, and their rows, so that what a comparison reads of the pairs
+    it counts (task, cost, duration, score) is gathered for those pairs only."""
 
     flags: np.ndarray  # uint16: the trial's flags, _NO_TRIAL where none
-    task: np.ndarray  # task code (-1 where no trial)
-    cost: np.ndarray  # NaN where no trial
-    dur: np.ndarray
-    overall: np.ndarray
+    rows: np.ndarray  # the trial's row (-1 where none)
     trials: int
     first: int  # the trial at the smallest code
 
@@ -580,21 +578,9 @@ class _FastPairs:
             return None
         have = slot >= 0
         rows = slot[have]
-
-        def spread(values: np.ndarray, empty: float | int, dtype: type) -> np.ndarray:
-            out = np.full(len(slot), empty, dtype=dtype)
-            out[have] = values[rows]
-            return out
-
-        keyed = _ByKey(
-            spread(self.flags, _NO_TRIAL, np.uint16),
-            spread(self.task, -1, np.int64),
-            spread(self.cost, np.nan, float),
-            spread(self.dur, np.nan, float),
-            spread(self.overall, np.nan, float),
-            len(rows),
-            int(rows[0]) if len(rows) else -1,
-        )
+        flags = np.full(len(slot), _NO_TRIAL, dtype=np.uint16)
+        flags[have] = self.flags[rows]
+        keyed = _ByKey(flags, slot, len(rows), int(rows[0]) if len(rows) else -1)
         if keep:
             self._keyed = {config: keyed}
         return keyed
@@ -634,12 +620,12 @@ class _FastPairs:
             "holdout_baseline_only": n(_PAIR.hold & ~_PAIR.cp & _PAIR.bp),
             "holdout_neither": n(_PAIR.hold & ~_PAIR.cp & ~_PAIR.bp),
         }
-        task = cand.task[main]
+        # the counted pairs' trial rows: both sides have a trial there
+        c_rows, b_rows = cand.rows[main], base.rows[main]
+        task = self.task[c_rows].astype(np.int64)
         # per task: pairs, candidate passes, baseline passes, from one count of
         # (task, candidate passed, baseline passed)
-        per = np.bincount(
-            task.astype(np.int64) * 4 + (cp * 2 + bp), minlength=4 * self.n_tasks
-        ).reshape(-1, 4)
+        per = np.bincount(task * 4 + (cp * 2 + bp), minlength=4 * self.n_tasks).reshape(-1, 4)
         n_t = per.sum(axis=1)
         c_t = (per[:, 2] + per[:, 3]).astype(float)
         b_t = (per[:, 1] + per[:, 3]).astype(float)
@@ -647,8 +633,8 @@ class _FastPairs:
         diff = (c_t - b_t)[seen]
         wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
         both_ok = _PAIR.both_succeeded[mcode]
-        c_cost, b_cost = cand.cost[main], base.cost[main]
-        c_dur, b_dur = cand.dur[main], base.dur[main]
+        c_cost, b_cost = self.cost[c_rows], self.cost[b_rows]
+        c_dur, b_dur = self.dur[c_rows], self.dur[b_rows]
         cost_ok = both_ok & ~np.isnan(c_cost) & ~np.isnan(b_cost)
         dur_ok = both_ok & ~np.isnan(c_dur) & ~np.isnan(b_dur)
         cost_delta = c_cost[cost_ok] - b_cost[cost_ok]
@@ -689,8 +675,8 @@ class _FastPairs:
             ),
         }, PairedInputs(
             task,
-            cand.overall[main],
-            base.overall[main],
+            self.overall[c_rows],
+            self.overall[b_rows],
             cp,
             bp,
             task[cost_ok],
