@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -364,10 +365,9 @@ def test_mcnemar_without_scipy_matches_scipy() -> None:
             assert mcnemar_p(b, n - b) == pytest.approx(want, abs=1e-9, rel=0), (b, n)
 
 
-def _analysis(*args: str) -> str:
-    """perf/analysis.py in its own process, on this checkout: its standard output."""
+def _analysis_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """perf/analysis.py run in its own process, on this checkout (whatever its exit code)."""
     import os
-    import subprocess
     import sys
 
     return subprocess.run(
@@ -376,8 +376,15 @@ def _analysis(*args: str) -> str:
         capture_output=True,
         text=True,
         timeout=300,
-        check=True,
-    ).stdout
+        check=False,
+    )
+
+
+def _analysis(*args: str) -> str:
+    """perf/analysis.py's standard output, once it has exited 0."""
+    done = _analysis_process(*args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 def test_perf_script_times_both_routes_on_a_small_warehouse(tmp_path: Path) -> None:
@@ -440,10 +447,6 @@ def test_perf_script_refuses_a_kept_warehouse_it_would_write_over(tmp_path: Path
     """--keep into a directory that holds files (an earlier --keep's, say) and --warehouse
     where no run was kept: one line naming the option and the fix, exit 2, before anything is
     generated, and the directory's files untouched."""
-    import os
-    import subprocess
-    import sys
-
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "notes.txt").write_text("earlier results\n")
@@ -453,14 +456,7 @@ def test_perf_script_refuses_a_kept_warehouse_it_would_write_over(tmp_path: Path
         (["--keep", str(kept)], f"--keep {kept}"),
         (["--warehouse", str(empty)], f"--warehouse {empty}"),
     ):
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "perf" / "analysis.py"), *args],
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = _analysis_process(*args)
         assert done.returncode == 2, done.stderr
         assert done.stdout == ""  # (nothing generated: that line would come first)
         [line] = done.stderr.splitlines()

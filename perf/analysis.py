@@ -546,7 +546,10 @@ def _unusable_directory(keep: Path | None, warehouse: Path | None) -> str | None
     """Why `--keep` or `--warehouse` cannot be used, before anything is generated (a kept
     warehouse is never written over: its files are what later runs are compared on)."""
     if keep is not None and keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
-        return f"--keep {keep}: not an empty directory; name a new one (or measure it with --warehouse)"
+        return (
+            f"--keep {keep}: not an empty directory; name a new one (or measure it with "
+            "--warehouse)"
+        )
     from bench_pipeline.warehouse import layout
 
     if warehouse is not None and not (warehouse / layout.manifest(RUN_ID)).is_file():
