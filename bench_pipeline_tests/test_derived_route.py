@@ -597,6 +597,28 @@ def test_the_cached_per_trial_rows_are_the_computed_ones(tmp_path: Path) -> None
             np.testing.assert_array_equal(got, values, err_msg=name)  # (NaN equals NaN)
 
 
+def test_the_per_trial_ids_and_tags_are_stored_in_the_cache_uncopied(tmp_path: Path) -> None:
+    """Trials read from many files come back with their ids and tags as one array each, so the
+    per-trial cache's record batch (one array per column) holds the frame's own buffers; a
+    copy of every id would land on the analysis's peak."""
+    import pyarrow as pa
+
+    from bench_pipeline.runs.derived import _arrow_column, derived_per_trial
+
+    trials, scores = PERF.generate(7, 3, 4, seed=11, run_id=RUN)  # (no resumed trial)
+    PERF.write_warehouse(tmp_path, trials, scores, "partition")
+    wh = Warehouse(tmp_path)
+    assert len(wh.files("trials", RUN)) > 1
+    per_trial = derived_per_trial(wh, RUN)
+    schema = pa.Schema.from_pandas(per_trial.iloc[:0], preserve_index=False)  # (the cache's)
+    for name in ("trial_id", "tags"):
+        own = per_trial[name].array.__arrow_array__()
+        assert own.num_chunks == 1, name
+        stored = _arrow_column(per_trial[name], schema.field(name).type)
+        owned = [b.address for b in own.chunk(0).buffers() if b is not None]
+        assert [b.address for b in stored.buffers() if b is not None] == owned, name
+
+
 def test_the_cache_is_written_beside_the_analysis_not_before_it(tmp_path: Path) -> None:
     """With a writer thread, per_trial_results hands back the rows while the cache's file is
     still to be written (the writer held busy here), and the file that lands is the rows."""

@@ -469,6 +469,16 @@ def _indices(array: pa.DictionaryArray) -> np.ndarray:
     return (pc.fill_null(idx, 0) if idx.null_count else idx).to_numpy(zero_copy_only=False)
 
 
+def one_chunk(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """`table` with each of its columns `names` joined into one chunk (a table read from many
+    files or row groups has a chunk per group; the others are left as they are)."""
+    for name in names:
+        i = table.schema.get_field_index(name)
+        if i >= 0 and table.column(i).num_chunks > 1:
+            table = table.set_column(i, table.field(i), table.column(i).combine_chunks())
+    return table
+
+
 def to_frame(arrow: pa.Table, *, unsorted: Sequence[str] = ()) -> pd.DataFrame:
     """An Arrow table from `read_arrow` as a compact frame: dictionary columns as categoricals
     with sorted categories (as `astype("category")` sorts them; `unsorted` ones in the order
