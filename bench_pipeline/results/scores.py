@@ -585,8 +585,12 @@ class LatestCells:
         )
         rows = rows.astype(np.intp, copy=False)
         self.read += n_b
-        when = batch.column("scored_at").cast(pa.int64())
-        when = pc.fill_null(when, _NO_TIME).to_numpy(zero_copy_only=False)
+        when = batch.column("scored_at")
+        # (a timestamp's own int64 values, viewed: a cast copies them)
+        when = when.view(pa.int64()) if pa.types.is_timestamp(when.type) else when.cast(pa.int64())
+        if when.null_count:  # (else the batch's own buffer, uncopied)
+            when = pc.fill_null(when, _NO_TIME)
+        when = when.to_numpy(zero_copy_only=False)
         st_col = batch.column("status")
         st_map = np.array(
             [STATUS_CODE.get(x, CODE_OTHER) for x in st_col.dictionary.to_pylist()] + [CODE_OTHER],
@@ -607,10 +611,14 @@ class LatestCells:
         group = np.array([*g_codes, -1], dtype=np.int8)[_codes(g_col)]
         sc_codes = scorer.indices.to_numpy(zero_copy_only=False)  # (no nulls: checked above)
         names = scorer.dictionary.to_pylist()
-        present = np.flatnonzero(np.bincount(sc_codes, minlength=len(names)))
-        period = _period(sc_codes, len(present))
+        period = _repeat(sc_codes, len(names))
+        present = (
+            sc_codes[:period]
+            if period
+            else np.flatnonzero(np.bincount(sc_codes, minlength=len(names)))
+        )
         # (Python ints: a numpy int64 would widen the int32 codes for every comparison)
-        for code in (present if period is None else sc_codes[: len(present)]).tolist():
+        for first, code in enumerate(present.tolist()):
             slot = self.slots.get(names[code])
             if slot is None:
                 slot = self.slots[names[code]] = _Slot(self.n, self.rows_total)
@@ -618,7 +626,7 @@ class LatestCells:
             # one order (the usual layout: a trial's scores written together), a view then
             sel: slice | np.ndarray
             if period is not None:
-                sel = slice(int(np.flatnonzero(sc_codes[:period] == code)[0]), n_b, period)
+                sel = slice(first, n_b, period)  # (the code's first row: `present` is in row order)
             else:
                 sel = np.flatnonzero(sc_codes == code) if len(names) > 1 else np.arange(n_b)
             r, t, p = rows[sel], when[sel], pos[sel]
@@ -719,13 +727,17 @@ class LatestCells:
         return slot.value, slot.status, slot.cost
 
 
-def _period(codes: np.ndarray, distinct: int) -> int | None:
-    """`distinct` (how many different values `codes` hold) when row i's code is row
-    i-distinct's, else None. Then the first `distinct` rows hold every value once, and a
-    code's rows are every `distinct`-th row from its first."""
-    if distinct < 2 or not np.array_equal(codes[distinct:], codes[:-distinct]):
+def _repeat(codes: np.ndarray, most: int) -> int | None:
+    """k when the first k rows hold k different codes (2 <= k <= `most`) and row i's code
+    is row i-k's, else None. Then a code's rows are every k-th row from its first (found
+    from the rows themselves: counting the codes of every row was a pass more)."""
+    again = np.flatnonzero(codes[1 : most + 1] == codes[0]) if len(codes) else codes
+    if len(again) == 0:
         return None
-    return distinct
+    k = int(again[0]) + 1
+    if k < 2 or len(set(codes[:k].tolist())) != k:
+        return None
+    return k if np.array_equal(codes[k:], codes[:-k]) else None
 
 
 def _increasing(values: np.ndarray) -> bool:
