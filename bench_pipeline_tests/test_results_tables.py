@@ -458,6 +458,32 @@ def test_grid_takes_repetition_numbers_past_int32(run):
     ]
 
 
+def test_grid_orders_each_cells_trial_ids_whatever_the_row_order(run):
+    """Each cell's ids come by repetition from rows in any order; two rows of one cell and
+    repetition keep their row order; sparse repetition numbers give the same order."""
+    from bench_pipeline.results.config_table import config_cells
+
+    trials, scores, per_trial, _ = run
+
+    def ids(frame: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
+        grid = task_config_grid(trials, scores, per_trial=frame, cells=config_cells(frame))
+        keys = zip(grid["task_id"], grid["config_id"], strict=True)
+        return dict(zip(keys, grid["trial_ids"].tolist(), strict=True))
+
+    want = ids(per_trial)
+    assert want[("T1", "B")] == ["T1/B/1", "T1/B/2"]
+    shuffled = per_trial.sample(frac=1, random_state=3).reset_index(drop=True)
+    assert ids(shuffled) == want
+    sparse = shuffled.assign(repetition=shuffled["repetition"] * 1000)
+    assert ids(sparse) == want
+    twin = shuffled[shuffled["trial_id"] == "T1/B/1"].assign(trial_id="T1/B/1-twin")
+    doubled = ids(pd.concat([twin, shuffled], ignore_index=True))
+    assert doubled[("T1", "B")] == ["T1/B/1-twin", "T1/B/1", "T1/B/2"]
+    assert {k: v for k, v in doubled.items() if k != ("T1", "B")} == {
+        k: v for k, v in want.items() if k != ("T1", "B")
+    }
+
+
 def test_cached_cell_sums_are_aligned_views_and_read_either_byte_order() -> None:
     """ConfigCells.from_bytes hands out read-only views of the stored bytes, each array on a
     multiple of 8 bytes (numpy's fast paths want aligned data); bytes stored in the other
