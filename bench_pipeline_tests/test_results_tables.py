@@ -440,6 +440,27 @@ def test_group_sums_keep_groups_of_equal_values_equal() -> None:
         assert got[0] == got[1], trial
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        [7, 3, 3, 0, 7, 12],  # compact: the bincount
+        [5, 2**40, 5, 3],  # sparse: the sort
+        [4, -1, 4, 2],  # a negative value: the sort
+        [],
+    ],
+)
+def test_unique_inverse_is_np_unique(values: list[int]) -> None:
+    import numpy as np
+
+    from bench_pipeline.results._common import unique_inverse
+
+    array = np.array(values, dtype=np.int64)
+    got_ids, got_inverse = unique_inverse(array)
+    want_ids, want_inverse = np.unique(array, return_inverse=True)
+    assert got_ids.tolist() == want_ids.tolist()
+    assert got_inverse.tolist() == want_inverse.tolist()
+
+
 def test_grid_takes_repetition_numbers_past_int32(run):
     """The grid's sort keys are int32 where they fit; repetitions numbered past 2**31 (a
     frame of int64s, not the warehouse's int32) still order each cell's trial ids."""

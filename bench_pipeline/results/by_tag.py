@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from bench_pipeline.formats.vocabulary import UNTAGGED
 
-from ._common import first_rows, n_distinct, single_run, str_codes
+from ._common import first_rows, n_distinct, single_run, str_codes, unique_inverse
 from .config_table import (
     ConfigCells,
     aggregate_trials,
@@ -87,7 +87,7 @@ def config_table_by_tag(
     within = np.arange(len(take_a)) - np.repeat(np.cumsum(fan) - fan, fan)
     tag_of_take = codes[np.repeat(starts[cell_task], fan) + within]
     group_of_take = np.asarray(cells["group"], dtype=np.int64)[take_a]
-    uniq, group = np.unique(tag_of_take * n_cfg + group_of_take, return_inverse=True)
+    uniq, group = unique_inverse(tag_of_take * n_cfg + group_of_take)
     key_values = {
         "tag": pd.Series([tag_names[u // n_cfg] for u in uniq], dtype=object),
         "config_id": pt["config_id"].iloc[cfg_first[uniq % n_cfg]].reset_index(drop=True),

@@ -61,6 +61,7 @@ from ._common import (
     single_run,
     status_col,
     str_codes,
+    unique_inverse,
 )
 from .scores import scorer_catalog, trial_overall
 from .uncertainty import Z95, cells_clustered_se, cells_pass_k
@@ -202,15 +203,7 @@ def cell_stats(
     task, task_u = str_codes(pt["task_id"])
     n_tasks = len(task_u)
     raw = inv.astype(np.int64) * (n_tasks + 1) + (task + 1)
-    size = n_groups * (n_tasks + 1)
-    if size <= 8 * len(raw) + 1024:
-        counts = np.bincount(raw, minlength=size)
-        ids = np.flatnonzero(counts)
-        remap = np.full(size, -1, dtype=np.int64)
-        remap[ids] = np.arange(len(ids))
-        cell = remap[raw]
-    else:
-        ids, cell = np.unique(raw, return_inverse=True)
+    ids, cell = unique_inverse(raw)
     n_cells = len(ids)
 
     per_cell = np.bincount(cell, minlength=n_cells)
