@@ -468,8 +468,10 @@ def trial_overall(
         ok = ~np.isnan(gv)
         np.add(total, gv, out=total, where=ok)
         groups_scored += ok
-    with np.errstate(invalid="ignore", divide="ignore"):
-        overall = np.where(groups_scored > 0, total / np.maximum(groups_scored, 1), np.nan)
+    # (in place: at a million trials each fresh 8 MiB array is ~2,000 page faults)
+    overall = total
+    np.divide(total, groups_scored, out=overall, where=groups_scored > 0)
+    overall[groups_scored == 0] = np.nan
     out["groups_scored"] = groups_scored
     out["overall"] = overall
 
@@ -484,15 +486,15 @@ def trial_overall(
         dtype=np.int64,
     )
     prim_idx = prim_code_of_run[run_codes] if n else np.zeros(0, dtype=np.int64)
-    pvalue = np.full(n, np.nan)
-    pcode = np.full(n, -1, dtype=np.int8)
-    for j, g in enumerate(prim_names):
-        sel = prim_idx == j
-        if len(prim_names) == 1 and sel.all():
-            pvalue, pcode = group_values[g].copy(), group_codes[g].copy()
-            break
-        pvalue[sel] = group_values[g][sel]
-        pcode[sel] = group_codes[g][sel]
+    if len(prim_names) == 1 and bool((prim_idx == 0).all()):  # (one primary group: its copy)
+        pvalue, pcode = group_values[prim_names[0]].copy(), group_codes[prim_names[0]].copy()
+    else:
+        pvalue = np.full(n, np.nan)
+        pcode = np.full(n, -1, dtype=np.int8)
+        for j, g in enumerate(prim_names):
+            sel = prim_idx == j
+            pvalue[sel] = group_values[g][sel]
+            pcode[sel] = group_codes[g][sel]
     out["primary_scorer"] = (
         pd.Categorical.from_codes(prim_idx, categories=prim_names)
         if prim_names
