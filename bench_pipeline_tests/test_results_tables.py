@@ -461,6 +461,15 @@ def test_unique_inverse_is_np_unique(values: list[int]) -> None:
     assert got_inverse.tolist() == want_inverse.tolist()
 
 
+@pytest.mark.parametrize("dtype", ["category", "str", object])
+def test_is_value_is_equality_false_where_null(dtype: object) -> None:
+    from bench_pipeline.results._common import is_value
+
+    values = pd.Series(["scored", None, "error", "scored"], dtype=dtype)
+    assert is_value(values, "scored").tolist() == [True, False, False, True]
+    assert is_value(values, "inconclusive").tolist() == [False] * 4  # (not a category)
+
+
 def test_grid_takes_repetition_numbers_past_int32(run):
     """The grid's sort keys are int32 where they fit; repetitions numbered past 2**31 (a
     frame of int64s, not the warehouse's int32) still order each cell's trial ids."""

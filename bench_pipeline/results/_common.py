@@ -141,6 +141,17 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(values, return_inverse=True)
 
 
+def is_value(values: pd.Series, value: str) -> np.ndarray:
+    """`values == value` as a numpy mask, False where null: a categorical by its codes (no
+    comparison of every row's string)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        categories = values.cat.categories
+        if value not in categories:
+            return np.zeros(len(values), dtype=bool)
+        return values.array.codes == categories.get_loc(value)
+    return (values == value).to_numpy(dtype=bool, na_value=False)
+
+
 def single_run(trials: pd.DataFrame, what: str) -> str | None:
     """The one run_id of `trials` (None when empty); refuse several runs."""
     col = trials["run_id"] if len(trials) else None

@@ -47,7 +47,7 @@ import pandas as pd
 
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
-from ._common import first_rows, first_value, nan_to_none, single_run, str_codes
+from ._common import first_rows, first_value, is_value, nan_to_none, single_run, str_codes
 from .effects import PairedInputs, binom_half_two_sided, paired_effects, paired_effects_many
 from .scores import trial_overall
 
@@ -484,7 +484,7 @@ class _FastPairs:
         # (a bool array viewed as 0/1 bytes, times its flag's bit: no int64 temporaries)
         _set_flag(
             flags,
-            (pt["primary_status"] == SCORE_INCONCLUSIVE).to_numpy(dtype=bool, na_value=False),
+            is_value(pt["primary_status"], SCORE_INCONCLUSIVE),
             _BAD,
         )
         _set_flag(flags, ~np.isnan(passed), _HAS_PASS)

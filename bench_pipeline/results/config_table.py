@@ -54,6 +54,7 @@ from ._common import (
     display_key,
     first_rows,
     first_value,
+    is_value,
     n_distinct,
     of_col,
     score_col,
@@ -213,11 +214,14 @@ def cell_stats(
     # million trials each is 8 MiB, and the peak RSS is made of such copies): a count is the
     # cell's rows minus the few rows outside the mask; a NaN adds 0.0 to a sum, which leaves
     # every partial sum as it was.
-    def count(mask: np.ndarray) -> np.ndarray:
-        out = np.flatnonzero(~mask)
-        if len(out) <= len(mask) // 2:
+    def count_without(out_mask: np.ndarray) -> np.ndarray:
+        out = np.flatnonzero(out_mask)
+        if len(out) <= len(out_mask) // 2:
             return (per_cell - np.bincount(cell[out], minlength=n_cells)).astype(float)
-        return np.bincount(cell[mask], minlength=n_cells).astype(float)
+        return np.bincount(cell[~out_mask], minlength=n_cells).astype(float)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return count_without(~mask)
 
     # (one buffer for every column with gaps: a fresh 8 MiB array each is ~2,000 page faults)
     gapless = np.empty(len(pt))
@@ -228,7 +232,7 @@ def cell_stats(
             return cell_sum(x), per_cell.astype(float)
         np.copyto(gapless, x)
         np.copyto(gapless, 0.0, where=gaps)
-        return cell_sum(gapless), count(~gaps)
+        return cell_sum(gapless), count_without(gaps)
 
     def floats(col: str) -> np.ndarray:
         if col not in pt:
@@ -241,7 +245,7 @@ def cell_stats(
         "first": first_rows(cell, n_cells),
         "trials": per_cell.astype(float),
     }
-    succ = (pt["outcome"] == OUTCOME_SUCCEEDED).to_numpy(dtype=bool, na_value=False)
+    succ = is_value(pt["outcome"], OUTCOME_SUCCEEDED)
     out["succ"] = count(succ)
     for name, col in (
         ("pass", "passed"),
@@ -267,7 +271,7 @@ def cell_stats(
     for name in names:
         out[f"v_sum:{name}"], out[f"v_n:{name}"] = total(floats(score_col(name)))
         st = pt[status_col(name)]
-        out[f"scored:{name}"] = count(_is(st, SCORE_SCORED))
+        out[f"scored:{name}"] = count(is_value(st, SCORE_SCORED))
         out[f"of:{name}"] = count(st.notna().to_numpy(dtype=bool))
     # unknown-cost reasons: (cell, reason) counts over the few trials without a cost
     unknown = np.flatnonzero(np.isnan(floats("cost_usd")))
@@ -286,17 +290,6 @@ def cell_stats(
     out["_reasons"] = np.array(reasons, dtype=object)
     out["_names"] = np.array(names, dtype=object)
     return out
-
-
-def _is(values: pd.Series, value: str) -> np.ndarray:
-    """`values == value` as a numpy mask (False where null): a categorical by its codes."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        categories = values.cat.categories
-        codes = values.array.codes
-        if value not in categories:
-            return np.zeros(len(values), dtype=bool)
-        return codes == categories.get_loc(value)
-    return (values == value).to_numpy(dtype=bool, na_value=False)
 
 
 def finish_cells(
@@ -500,14 +493,7 @@ def group_index(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, n
         codes = col.cat.codes.to_numpy().astype(np.int64)
         combined = combined * (len(col.cat.categories) + 1) + (codes + 1)
         size *= len(col.cat.categories) + 1
-    if size <= 8 * len(combined) + 1024:
-        present = np.bincount(combined, minlength=size) > 0
-        uniq = np.flatnonzero(present)
-        remap = np.full(size, -1, dtype=np.int64)
-        remap[uniq] = np.arange(len(uniq))
-        inv = remap[combined]
-    else:
-        uniq, inv = np.unique(combined, return_inverse=True)
+    uniq, inv = unique_inverse(combined)
     return inv, first_rows(inv, len(uniq)), len(uniq)
 
 

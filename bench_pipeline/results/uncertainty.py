@@ -27,6 +27,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._common import unique_inverse
+
 Z95 = 1.959963984540054
 
 
@@ -236,18 +238,11 @@ def cells_pass_k(
 
 def _distinct_pairs(n: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (n, c) pairs of counts (>= 0; 2 x P, sorted by n then c) and each element's
-    pair index. Counts of repetitions are small: the pairs are found by a bincount over
-    n * (max c + 1) + c, not a sort (np.unique over the stacked pairs sorted 200,000 cells in
-    76 ms a call)."""
+    pair index. Counts of repetitions are small: the pairs are `unique_inverse` of
+    n * (max c + 1) + c, a bincount rather than a sort (np.unique over the stacked pairs sorted
+    200,000 cells in 76 ms a call)."""
     if len(n) == 0:
         return np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
     width = int(c.max()) + 1
-    span = (int(n.max()) + 1) * width
-    key = n * width + c
-    if span > 8 * len(key) + 1024:  # (a huge count: the sort costs less than the bins)
-        present, which = np.unique(key, return_inverse=True)
-        return np.stack([present // width, present % width]), which.reshape(-1)
-    seen = np.bincount(key, minlength=span) > 0
-    present = np.flatnonzero(seen)
-    rank = np.cumsum(seen) - 1
-    return np.stack([present // width, present % width]), rank[key]
+    present, which = unique_inverse(n * width + c)
+    return np.stack([present // width, present % width]), which.reshape(-1)
