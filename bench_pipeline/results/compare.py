@@ -48,7 +48,13 @@ import pandas as pd
 from bench_pipeline.formats.vocabulary import INFRA_OUTCOMES, OUTCOME_SUCCEEDED, SCORE_INCONCLUSIVE
 
 from ._common import first_rows, first_value, is_value, nan_to_none, single_run, str_codes
-from .effects import PairedInputs, binom_half_two_sided, paired_effects, paired_effects_many
+from .effects import (
+    PairedInputs,
+    binom_half_two_sided,
+    effects_of_sums,
+    paired_effects,
+    paired_sums,
+)
 from .scores import trial_overall
 
 SIDE_COLUMNS = [
@@ -360,10 +366,16 @@ def compare_all(
     if not others:
         return pd.DataFrame([])
     fast = _FastPairs(pt)
-    found = [fast.counted(cfg, str(baseline_config)) for cfg in others]
+    # each comparison's pairs reduced to per-task sums as soon as it is counted (seven
+    # comparisons' pairs of a million trials held at once were ~50 MiB of the peak)
+    found = []
+    for cfg in others:
+        parts = fast.counted(cfg, str(baseline_config))
+        found.append(None if parts is None else (parts[0], paired_sums(parts[1])))
+        del parts
     # (the effects of every comparison at once: those over as many tasks share their
     # resamples, which at thousands of tasks are most of the work)
-    effects = iter(paired_effects_many([parts[1] for parts in found if parts is not None]))
+    effects = iter(effects_of_sums([parts[1] for parts in found if parts is not None]))
     rows = [
         {**parts[0], **next(effects)}
         if parts is not None
@@ -587,7 +599,7 @@ class _FastPairs:
 
     def counted(self, candidate: str, baseline: str) -> tuple[dict, PairedInputs] | None:
         """A paired comparison's counted fields, and what its effect fields are computed from
-        (`effects.paired_effects_many`, for all comparisons at once); None when the pair must
+        (`effects.paired_sums`, then `effects_of_sums` for all comparisons at once); None when the pair must
         take the general route (a config without trials, or whose trials repeat a key)."""
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None

@@ -485,28 +485,49 @@ def paired_effects(
     )[0]
 
 
-def paired_effects_many(comparisons: Sequence[PairedInputs]) -> list[dict[str, float | int | None]]:
-    """`paired_effects` of several comparisons, their intervals and tests over the same number
-    of tasks drawn together (a run's comparisons against one baseline usually share their
-    tasks: one pass over the resamples serves them all)."""
-    # per comparison: the per-task sums and counts of its overall, pass, cost and duration
-    # differences, in that order
-    sums: list[tuple[np.ndarray, np.ndarray]] = []
-    passes: list[np.ndarray] = []
-    for c in comparisons:
-        tasks = np.asarray(c.tasks)
-        diff = np.asarray(c.candidate_overall, dtype=float) - np.asarray(
-            c.baseline_overall, dtype=float
-        )
-        cp = np.asarray(c.candidate_pass, dtype=bool)
-        bp = np.asarray(c.baseline_pass, dtype=bool)
-        passes.append(np.array([(cp & ~bp).sum(), (~cp & bp).sum(), len(cp)]))
-        sums += [
+class PairedSums(NamedTuple):
+    """A comparison reduced to what its effects need: per-task sums and counts of its overall,
+    pass, cost and duration differences (in that order), and its discordant pass counts."""
+
+    sums: tuple[tuple[np.ndarray, np.ndarray], ...]
+    candidate_only: int
+    baseline_only: int
+    pairs: int
+
+
+def paired_sums(c: PairedInputs) -> PairedSums:
+    """`c` reduced to per-task sums: a comparison's pairs (a million trials' worth) need not
+    be held until every comparison of a run has been counted."""
+    tasks = np.asarray(c.tasks)
+    diff = np.asarray(c.candidate_overall, dtype=float) - np.asarray(
+        c.baseline_overall, dtype=float
+    )
+    cp = np.asarray(c.candidate_pass, dtype=bool)
+    bp = np.asarray(c.baseline_pass, dtype=bool)
+    return PairedSums(
+        (
             task_sums(tasks, diff),
             task_sums(tasks, cp.astype(float) - bp.astype(float)),
             task_sums(np.asarray(c.cost_tasks), np.asarray(c.cost_delta, dtype=float)),
             task_sums(np.asarray(c.duration_tasks), np.asarray(c.duration_delta, dtype=float)),
-        ]
+        ),
+        int((cp & ~bp).sum()),
+        int((~cp & bp).sum()),
+        len(cp),
+    )
+
+
+def paired_effects_many(comparisons: Sequence[PairedInputs]) -> list[dict[str, float | int | None]]:
+    """`paired_effects` of several comparisons, their intervals and tests over the same number
+    of tasks drawn together (a run's comparisons against one baseline usually share their
+    tasks: one pass over the resamples serves them all)."""
+    return effects_of_sums([paired_sums(c) for c in comparisons])
+
+
+def effects_of_sums(reduced: Sequence[PairedSums]) -> list[dict[str, float | int | None]]:
+    """`paired_effects_many` of comparisons already reduced by `paired_sums`."""
+    sums = [part for r in reduced for part in r.sums]
+    passes = [(r.candidate_only, r.baseline_only, r.pairs) for r in reduced]
     # (an interval only where there are pairs: `effect` gives none without)
     known = [i for i, (_, counts) in enumerate(sums) if counts.sum() > 0]
     intervals: list[tuple[float | None, float | None]] = [(None, None)] * len(sums)
