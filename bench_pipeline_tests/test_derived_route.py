@@ -175,6 +175,8 @@ def test_derived_tables_equal_the_previous_implementation(
     assert (len(wh.files("scores", run_id)) > 64) == (layout == "partition")
 
     derived = compute_derived(wh, run_id, baseline_run_id=base_id)
+    # the analysis counts the runs' tasks and reads none (they are in a file of their own)
+    assert not derived.run.taskset.tasks.loaded and len(derived.run.taskset.tasks) == 7
     old, old_recs = reference.derived_tables(
         wh, run_id, base_id, {"overall": 0.05, "cost": 0.25}, suite="perf"
     )

@@ -94,9 +94,13 @@ def test_a_plain_dataclass_is_filled_in_as_its_init_would_fill_it() -> None:
     assert from_jsonable(OwnInit, {"n": 2}).n == 20  # (an __init__ of its own runs)
 
 
-def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Path) -> None:
+def test_a_runs_tasks_are_stored_apart_read_when_used_and_the_run_reads_back_whole(
+    tmp_path: Path,
+) -> None:
+    import pickle
     from dataclasses import replace
 
+    from bench_pipeline.formats.taskset import StoredTasks
     from bench_pipeline.runs import benchmark_run
     from bench_pipeline.runs.benchmark_run import load_run, save_run
     from bench_pipeline.warehouse import layout
@@ -106,19 +110,59 @@ def test_a_runs_manifest_holds_its_tasks_once_and_reads_back_whole(tmp_path: Pat
     run = perf_analysis().make_run(30, 2, 2, run_id="perf-20250101T000000-0000")
     save_run(run, warehouse)
     path = tmp_path / layout.manifest(run.run_id)
+    tasks_path = tmp_path / layout.run_tasks(run.run_id)
     stored = json.loads(path.read_text())
     assert stored["launch"]["tasks"] == benchmark_run.TASKS_OF_TASKSET
-    assert len(stored["taskset"]["tasks"]) == 30
-    benchmark_run._loaded.clear()  # (read the file, not this process's copy)
+    assert stored["taskset"]["tasks"] == {"file": layout.run_tasks(run.run_id), "count": 30}
+    assert [t["id"] for t in json.loads(tasks_path.read_text())] == [
+        t.id for t in run.taskset.tasks
+    ]
+
+    benchmark_run._loaded.clear()  # (read the files, not this process's copy)
     back = load_run(run.run_id, warehouse)
-    assert back == run
-    assert back.launch.tasks is back.taskset.tasks  # (rebuilt once)
-    assert gc.isenabled()  # (the collector, held off while the manifest was read, is back on)
-    # a manifest of an earlier version holds the tasks twice: read as the same run
-    path.write_text(json.dumps(to_jsonable(run)))
+    assert isinstance(back.taskset.tasks, StoredTasks)
+    assert back.launch.tasks is back.taskset.tasks  # (one list, read once)
+    # counting the tasks reads none of them
+    assert len(back.taskset.tasks) == 30 and back.launch.trial_count == run.launch.trial_count
+    assert not back.taskset.tasks.loaded
+    assert back == run and back.taskset.tasks.loaded
+    assert back.taskset.tasks == run.taskset.tasks and run.taskset.tasks == back.taskset.tasks
+    assert back.taskset.tasks[2] == run.taskset.tasks[2] and back.taskset.task("task-003")
+    assert gc.isenabled()  # (the collector, held off while the tasks were read, is back on)
+    # pickled as the tuple it stands for (a run handed to another process)
+    assert pickle.loads(pickle.dumps(back)) == run
+    assert type(pickle.loads(pickle.dumps(back)).taskset.tasks) is tuple
+    # saved again (an adaptive run's next round): the same files, the tasks not rewritten
+    written = tasks_path.stat().st_mtime_ns
+    save_run(replace(back, rounds=2), warehouse)
+    assert tasks_path.stat().st_mtime_ns == written
     benchmark_run._loaded.clear()
-    assert load_run(run.run_id, warehouse) == run
+    assert load_run(run.run_id, warehouse) == replace(run, rounds=2)
+
+    # a tasks file that does not hold the manifest's tasks is an error naming it, when used
+    tasks_path.write_text(json.dumps(json.loads(tasks_path.read_text())[:29]))
+    benchmark_run._loaded.clear()
+    short = load_run(run.run_id, warehouse)
+    assert len(short.taskset.tasks) == 30
+    with pytest.raises(LookupError, match=f"{tasks_path}: holds 29 tasks, the run's manifest 30"):
+        list(short.taskset.tasks)
+    tasks_path.unlink()
+    benchmark_run._loaded.clear()
+    with pytest.raises(LookupError, match=f"{tasks_path}: the run's frozen tasks cannot be read"):
+        load_run(run.run_id, warehouse).taskset.task("task-000")
+
+    # manifests of earlier versions hold the tasks inline: once (the launch's marked) or twice
+    once = to_jsonable(replace(run, launch=replace(run.launch, tasks=())))
+    once["launch"]["tasks"] = benchmark_run.TASKS_OF_TASKSET
+    for manifest in (once, to_jsonable(run)):
+        path.write_text(json.dumps(manifest))
+        benchmark_run._loaded.clear()
+        old = load_run(run.run_id, warehouse)
+        assert old == run and old.launch.tasks is old.taskset.tasks
+        assert type(old.taskset.tasks) is tuple
+
     # a launch whose tasks are not the task set's keeps its own
+    save_run(run, warehouse)  # (the tasks' file written again: it was removed above)
     other = replace(run, launch=replace(run.launch, tasks=run.taskset.tasks[:3]))
     save_run(other, warehouse)
     assert isinstance(json.loads(path.read_text())["launch"]["tasks"], list)

@@ -19,7 +19,7 @@ from typing import Any
 from bench_pipeline import __version__
 from bench_pipeline.formats.model import AgentSpec, Config, Launch, Prices
 from bench_pipeline.formats.serialize import collector_paused, from_jsonable, to_jsonable
-from bench_pipeline.formats.taskset import FrozenTaskSet, freeze
+from bench_pipeline.formats.taskset import FrozenTaskSet, StoredTasks, freeze
 from bench_pipeline.trials.runner import TrialSpec
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
@@ -163,6 +163,11 @@ def run_exists(warehouse: Warehouse, run_id: str) -> bool:
 
 
 def save_run(run: BenchmarkRun, warehouse: Warehouse) -> None:
+    """Store the frozen run: its tasks' file first (once: a run's tasks never change), then
+    the manifest that names it, so a run whose manifest exists always has its tasks."""
+    tasks_at = layout.run_tasks(run.run_id)
+    if not warehouse.exists(tasks_at):
+        warehouse.write_json(tasks_at, to_jsonable(run.taskset.tasks))
     path = warehouse.write_json(layout.manifest(run.run_id), run_manifest(run))
     _loaded.pop(path, None)
     warehouse.write("runs", [run.runs_row()], run.run_id, "run")
@@ -175,23 +180,45 @@ TASKS_OF_TASKSET = "taskset.tasks"
 
 
 def run_manifest(run: BenchmarkRun) -> dict[str, Any]:
-    """The stored form of a run (`run_from_manifest` reads it back)."""
-    data = to_jsonable(replace(run, launch=replace(run.launch, tasks=())))
-    if run.launch.tasks == run.taskset.tasks:
-        data["launch"]["tasks"] = TASKS_OF_TASKSET
-    else:
-        data["launch"]["tasks"] = to_jsonable(run.launch.tasks)
+    """The stored form of a run (`run_from_manifest` reads it back). The task set's tasks are
+    in their own file (`layout.run_tasks`, written by `save_run`): the manifest names it and
+    holds their count."""
+    same = run.launch.tasks is run.taskset.tasks or run.launch.tasks == run.taskset.tasks
+    data = to_jsonable(
+        replace(run, launch=replace(run.launch, tasks=()), taskset=replace(run.taskset, tasks=()))
+    )
+    data["taskset"]["tasks"] = {
+        "file": layout.run_tasks(run.run_id),
+        "count": len(run.taskset.tasks),
+    }
+    data["launch"]["tasks"] = TASKS_OF_TASKSET if same else to_jsonable(run.launch.tasks)
     return data
 
 
-def run_from_manifest(data: dict[str, Any]) -> BenchmarkRun:
-    """A run from its stored form, the launch's tasks rebuilt once when they are the task
-    set's (written as TASKS_OF_TASKSET, or as an equal copy by earlier versions)."""
-    launch = data["launch"]
-    tasks = launch.get("tasks")
-    if tasks != TASKS_OF_TASKSET and tasks != data["taskset"].get("tasks"):
-        return from_jsonable(BenchmarkRun, data)
+def run_from_manifest(data: dict[str, Any], warehouse: Warehouse | None = None) -> BenchmarkRun:
+    """A run from its stored form. The task set's tasks are read from their own file when
+    first used (the manifest names it: `warehouse` is where); manifests of earlier versions
+    hold them inline, once (the launch's written as TASKS_OF_TASKSET) or twice (an equal
+    copy), and the launch's tasks are then the task set's, rebuilt once."""
+    launch, taskset = data["launch"], data["taskset"]
+    stored = taskset.get("tasks")
+    if isinstance(stored, dict):
+        if warehouse is None:
+            raise ValueError("a manifest whose tasks are in their own file needs its warehouse")
+        rel = stored["file"]
+        tasks: Any = StoredTasks(
+            int(stored["count"]), lambda: warehouse.read_json(rel), str(warehouse.root / rel)
+        )
+        data = {**data, "taskset": {**taskset, "tasks": []}}
+    else:
+        tasks = None
+    own = launch.get("tasks")
+    if own != TASKS_OF_TASKSET and (tasks is not None or own != stored):
+        run = from_jsonable(BenchmarkRun, data)  # (the launch's own tasks)
+        return run if tasks is None else replace(run, taskset=replace(run.taskset, tasks=tasks))
     run = from_jsonable(BenchmarkRun, {**data, "launch": {**launch, "tasks": []}})
+    if tasks is not None:
+        run = replace(run, taskset=replace(run.taskset, tasks=tasks))
     return replace(run, launch=replace(run.launch, tasks=run.taskset.tasks))
 
 
@@ -212,7 +239,7 @@ def load_run(run_id: str, warehouse: Warehouse) -> BenchmarkRun:
     if ident is not None and known is not None and known[0] == ident:
         return known[1]
     with collector_paused():
-        run = run_from_manifest(warehouse.read_json(layout.manifest(run_id)))
+        run = run_from_manifest(warehouse.read_json(layout.manifest(run_id)), warehouse)
     if ident is not None:
         _loaded[path] = (ident, run)
     return run

@@ -15,6 +15,12 @@ def manifest(run_id: str) -> str:
     return f"manifests/{run_id}.json"
 
 
+def run_tasks(run_id: str) -> str:
+    """The frozen run's tasks, apart from its manifest (which names this file and the count):
+    read only by what uses a task, not by what counts them (`formats.taskset.StoredTasks`)."""
+    return f"manifests/tasks/{run_id}.json"
+
+
 RUN_STATUS = "run_status"  # one JSON per run: running / finished / interrupted ...
 
 
