@@ -279,13 +279,28 @@ def test_trials_whose_ids_are_not_their_triples_are_looked_up_by_id(
     assert derived.tables["config_table"]["trials"].sum() == 5 * 3 * 6 + extra
 
 
-def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:
+@pytest.mark.parametrize("lookup", ["dict", "index_in"])
+def test_trial_keys_place_rows_as_the_id_lookup_does(
+    lookup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """TrialKeys against key_rows on the same trials and score rows, repeated (resumed) trials
     included; a score row whose triple names no trial, and trials with a missing triple part
-    or an id that is not their triple, are refused (None), never placed elsewhere."""
+    or an id that is not their triple, are refused (None), never placed elsewhere. A batch's
+    dictionary entries are looked up in a dict of the known values (a few entries, or a few
+    known values) or by Arrow's index_in (many of both): both routes give the same rows."""
     import pyarrow as pa
 
+    from bench_pipeline.warehouse import columns
     from bench_pipeline.warehouse.columns import TrialKeys, ids_are_triples, key_rows
+
+    if lookup == "index_in":
+        monkeypatch.setattr(columns, "_FEW_KNOWN", 0)
+        monkeypatch.setattr(columns, "_FEW_OF", 10**9)
+    calls = []
+    real_index_in = columns.pc.index_in
+    monkeypatch.setattr(
+        columns.pc, "index_in", lambda *a, **k: calls.append(1) or real_index_in(*a, **k)
+    )
 
     ids = ["a/x/1", "b/x/1", "a/y/2", "a/x/1", "b/y/1"]  # a/x/1 twice: a resumed trial
     trials = pd.DataFrame(
@@ -309,6 +324,14 @@ def test_trial_keys_place_rows_as_the_id_lookup_does() -> None:
     first, rows = key_rows(pa.chunked_array([pa.array(score_ids).dictionary_encode()]), t_ids)
     assert keys.first.tolist() == first.tolist() == [0, 1, 2, 0, 4]
     assert keys.rows(batch).tolist() == rows.tolist() == [4, 0, 2, 1, 0]
+    calls.clear()  # (new dictionaries: not the last batch's, which are not looked up again)
+    again = pa.RecordBatch.from_pydict(
+        {name: pa.array(batch.column(name).to_pylist()[::-1]) for name in batch.schema.names}
+    )
+    encoded = [again.column(i).dictionary_encode() for i in (0, 1)]
+    again = again.set_column(0, "task_id", encoded[0]).set_column(1, "config_id", encoded[1])
+    assert keys.rows(again).tolist() == [0, 1, 2, 0, 4]
+    assert bool(calls) == (lookup == "index_in")  # (the route the case names was taken)
 
     ghost = pa.RecordBatch.from_pydict(
         {
