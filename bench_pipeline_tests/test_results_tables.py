@@ -461,6 +461,33 @@ def test_unique_inverse_is_np_unique(values: list[int]) -> None:
     assert got_inverse.tolist() == want_inverse.tolist()
 
 
+@pytest.mark.parametrize(
+    ("values", "dtype"),
+    [
+        ([1, 2, 2, 5, 1], "int32"),  # from 1: a table from 0
+        ([10**9, 10**9 + 3, 10**9], "int64"),  # far from 0: a table of the range only
+        ([-3, 4, -3, 0], "int16"),  # below 0
+        ([7, 7, 250], "uint8"),
+        ([0, 2**40, 5], "int64"),  # sparse: a hash table
+        ([3, None, 3, 4], "Int64"),  # nullable: pandas, nulls not counted
+        ([], "int32"),
+    ],
+)
+def test_n_distinct_is_nunique(values: list[int | None], dtype: str) -> None:
+    from bench_pipeline.results._common import n_distinct
+
+    import tracemalloc
+
+    series = pd.Series(values, dtype=dtype)
+    tracemalloc.start()
+    try:
+        assert n_distinct(series) == series.nunique()
+        # (a table of the values' range, never of 0 up to a big value: 1e9 would be 1 GB)
+        assert tracemalloc.get_traced_memory()[1] < 2**20
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("dtype", ["category", "str", object])
 def test_is_value_is_equality_false_where_null(dtype: object) -> None:
     from bench_pipeline.results._common import is_value

@@ -117,13 +117,18 @@ def first_value(values: pd.Series) -> object:
 
 
 def n_distinct(values: pd.Series) -> int:
-    """`values.nunique()`; for integers in a compact range by a bincount, not a hash table
-    (a million repetitions numbers: ~15 ms less per call)."""
+    """`values.nunique()`; for integers in a compact range by marking each value seen in a
+    table of the range, not a hash table (a million repetitions numbers: ~15 ms less per
+    call), and without a temporary the size of the values where none is below 0 (a fresh
+    8 MiB array is ~2,000 page faults, ~15 ms on these machines)."""
     if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu" and len(values):
         v = values.to_numpy()
         lo, hi = int(v.min()), int(v.max())
         if hi - lo <= 8 * len(v) + 1024:
-            return int(np.count_nonzero(np.bincount((v - lo).astype(np.intp, copy=False))))
+            direct = lo >= 0 and hi <= 8 * len(v) + 1024  # (a table from 0: no v - lo)
+            seen = np.zeros((hi if direct else hi - lo) + 1, dtype=bool)
+            seen[v if direct else v - lo] = True
+            return int(np.count_nonzero(seen))
     return int(values.nunique())
 
 
