@@ -474,9 +474,9 @@ def test_unique_inverse_is_np_unique(values: list[int]) -> None:
     ],
 )
 def test_n_distinct_is_nunique(values: list[int | None], dtype: str) -> None:
-    from bench_pipeline.results._common import n_distinct
-
     import tracemalloc
+
+    from bench_pipeline.results._common import n_distinct
 
     series = pd.Series(values, dtype=dtype)
     tracemalloc.start()

@@ -599,8 +599,9 @@ class _FastPairs:
 
     def counted(self, candidate: str, baseline: str) -> tuple[dict, PairedInputs] | None:
         """A paired comparison's counted fields, and what its effect fields are computed from
-        (`effects.paired_sums`, then `effects_of_sums` for all comparisons at once); None when the pair must
-        take the general route (a config without trials, or whose trials repeat a key)."""
+        (`effects.paired_sums`, then `effects_of_sums` for all comparisons at once); None when
+        the pair must take the general route (a config without trials, or whose trials repeat
+        a key)."""
         if candidate not in self.cfg_index or baseline not in self.cfg_index:
             return None
         cand, base = self._by_key(candidate), self._by_key(baseline, keep=True)
