@@ -53,11 +53,13 @@ def test_compare_and_startup_time_a_run_handed_to_bench_serve() -> None:
         "compare.py", "--tasks", "2", "--reps", "1", "--rounds", "1", "--jobs", "2", "--serve"
     )
     assert "bench: handed to a warm `bench serve`" in out
-    # The served run's CPU is counted (the server's child's), not only the waiting caller's.
+    # The served run's CPU is counted (the server's child's, its graders included), not only
+    # the waiting caller's (~0.04 s): at least half the floor's, which runs the same graders
+    # (a ratio, as a faster machine does both in less time)
     row = re.search(
-        r"round 1 +2 jobs +2 trials: .*\| +cpu: floor +[\d.]+ s +bench +([\d.]+) s", out
+        r"round 1 +2 jobs +2 trials: .*\| +cpu: floor +([\d.]+) s +bench +([\d.]+) s", out
     )
-    assert row and float(row.group(1)) > 0.5, out
+    assert row and float(row.group(2)) > 0.5 * float(row.group(1)) > 0, out
     out = _run("startup.py", "--rounds", "1", "--serve")
     assert re.search(r"bench run \(served\) - floor: +-?[\d.]+ s", out), out
     # (the script stops with an error unless the server the first command started served them)
@@ -140,10 +142,12 @@ def test_text_cases_fits_the_per_case_overhead_in_process_and_served() -> None:
     assert [t.split("  rounds")[0].endswith("(served)") for t in trees] == [False, True], out
     for tree in trees:
         for n in (2, 200):
-            row = rf"N= +{n}: bench run +[\d.]+ s; .* s per case; cpu +([\d.]+) s"
+            row = rf"N= +{n}: bench run +([\d.]+) s; .* s per case; cpu +([\d.]+) s"
             found = re.search(row, tree)
-            # (the served command's CPU is counted: the server's child's, not the waiting caller's)
-            assert found and float(found.group(1)) > 0.3, tree
+            # (the served command's CPU is counted: the server's child's, busy most of the wall
+            # time, not the waiting caller's, ~0.04 s; a ratio, as a faster machine does both
+            # in less time)
+            assert found and float(found.group(2)) > 0.3 * float(found.group(1)), tree
         assert re.search(r"fit over N = 2, 200: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree)
         assert re.search(r"cpu fit: fixed -?[\d.]+ s \+ -?[\d.]+ s per case", tree), tree
         raw = float(re.search(r"fit over N = 2, 200: fixed -?[\d.]+ s \+ (-?[\d.]+) s", tree)[1])
