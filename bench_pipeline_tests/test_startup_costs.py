@@ -78,8 +78,9 @@ def test_a_bench_process_gives_arrow_the_system_allocator_unless_the_user_chose(
     assert _arrow_allocator({**env, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}) == "mimalloc"
 
 
-# Four threads allocate (each waits until all have, so they contend), then glibc's
-# malloc_info lists its arenas: one `<heap nr=...>` each.
+# Four threads allocate and stay alive until malloc_info has listed glibc's arenas (one
+# `<heap nr=...>` each): a live thread's arena is never handed to another, so without a limit
+# each thread that allocates gets its own, however the threads are scheduled.
 _ARENAS = """
 import ctypes, threading
 import bench_pipeline  # noqa: F401

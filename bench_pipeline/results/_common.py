@@ -124,10 +124,14 @@ def n_distinct(values: pd.Series) -> int:
     if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu" and len(values):
         v = values.to_numpy()
         lo, hi = int(v.min()), int(v.max())
-        if hi - lo <= 8 * len(v) + 1024:
-            direct = lo >= 0 and hi <= 8 * len(v) + 1024  # (a table from 0: no v - lo)
-            seen = np.zeros((hi if direct else hi - lo) + 1, dtype=bool)
-            seen[v if direct else v - lo] = True
+        compact = 8 * len(v) + 1024
+        if 0 <= lo and hi <= compact:  # a table from 0, indexed by the values themselves
+            seen = np.zeros(hi + 1, dtype=bool)
+            seen[v] = True
+            return int(np.count_nonzero(seen))
+        if hi - lo <= compact:  # a table of the range, by offset
+            seen = np.zeros(hi - lo + 1, dtype=bool)
+            seen[v - lo] = True
             return int(np.count_nonzero(seen))
     return int(values.nunique())
 

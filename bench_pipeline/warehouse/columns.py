@@ -432,17 +432,16 @@ class TrialKeys:
 
     def _positions_in(self, column: str, dictionary: pa.Array, known: pa.Array) -> np.ndarray:
         """Where each of a batch's dictionary entries is in `known` (-1: not there). A batch
-        often has the last one's dictionary (the configs nearly always; the tasks of 25,000
-        in a quarter of the batches of perf/analysis.py's run): comparing the two is a byte
-        compare, where hashing 25,000 task names again is ~2 ms."""
+        often has the last one's dictionary (the configs nearly always): that is a byte
+        compare. Otherwise a few entries, or entries against a few known values, are looked
+        up in a dict of `known` made once; many of both by Arrow's index_in, which hashes
+        all of `known` on each call (25,000 task names: ~1 ms)."""
         last = self._maps.get(column)
         if last is not None and last[0].equals(dictionary):
             return last[1]
         if len(dictionary) * _FEW_OF <= len(known) or len(known) <= _FEW_KNOWN:
-            # a few entries against many (a batch's ~330 tasks of 25,000): index_in hashes
-            # the whole value set on every call (~1 ms a batch, 80 ms an analysis), and costs
-            # ~0.25 ms however small both are (the configs); a dict of the known values, made
-            # once, answers them in ~0.03 ms
+            # (a batch's ~330 tasks of 25,000: ~0.03 ms, where index_in took ~1 ms a batch,
+            # 80 ms an analysis, and ~0.25 ms however small both are, as for the configs)
             lookup = self._lookups.get(column)
             if lookup is None:
                 values = known.to_pylist()
