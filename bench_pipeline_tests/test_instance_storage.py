@@ -583,3 +583,70 @@ def test_commits_are_not_synced_to_disk_one_by_one(tmp_path: Path) -> None:
             instance.dispose()
     assert seen["bench"] == ((1, "wal"),) * 3  # 1: NORMAL
     assert seen["plain"] == ((2, "wal"),) * 3  # 2: FULL, SQLite's default
+
+
+# Claims a slot of the trial pool in the instance of DAGSTER_HOME, as a run's step does.
+CLAIM = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import dagster as dg
+storage = dg.DagsterInstance.get().event_log_storage
+status = storage.claim_concurrency_slot("bench_trials", "run-b", "trials")
+print(status.slot_status.value if status.slot_status else "no slot")
+"""
+
+
+def _waiting_on(lock: Path, pid: int) -> bool:
+    """Whether `pid` waits for an flock of `lock`: a `->` line of /proc/locks (`N: -> FLOCK
+    ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF`)."""
+    inode = str(lock.stat().st_ino)
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1:3] == ["->", "FLOCK"] and fields[5] == str(pid):
+            if fields[6].split(":")[-1] == inode:
+                return True
+    return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/locks")
+def test_a_claim_of_a_pool_slot_waits_while_another_process_changes_the_pools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changes to the pools are made one process at a time: a claim of a slot waits while
+    another process changes the pools (holds their lock file), then is made. Dagster's SQL
+    storage reads the free slots and then writes, outside one transaction on SQLite: two
+    `bench run`s starting together both ran in a pool of one slot."""
+    import fcntl
+    import time
+
+    from bench_pipeline.defs.launcher import get_instance
+    from bench_pipeline.defs.storage import POOL_LOCK
+    from bench_pipeline.runs.paths import BenchPaths
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+    env = dict(os.environ)
+    instance = get_instance(BenchPaths.from_home(home))
+    storage = instance.event_log_storage
+    storage.initialize_concurrency_limit_to_default("bench_trials")
+    assert storage.get_concurrency_info("bench_trials").slot_count == 1
+    lock = Path(storage._base_dir) / POOL_LOCK  # (Dagster's folder of the event logs)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as another process changing the pools does
+        child = subprocess.Popen(
+            [sys.executable, "-c", CLAIM, str(ROOT)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120  # (only a bound: the wait is seen, not timed)
+        while not _waiting_on(lock, child.pid):
+            assert child.poll() is None, "the claim was made without the pools' lock"
+            assert time.monotonic() < deadline, "the claim never waited for the lock"
+            time.sleep(0.05)
+        assert storage.get_concurrency_info("bench_trials").claimed_slots == []
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and out.strip() == "CLAIMED"
+    claimed = storage.get_concurrency_info("bench_trials").claimed_slots
+    assert [(c.run_id, c.step_key) for c in claimed] == [("run-b", "trials")]
+    instance.dispose()

@@ -36,6 +36,12 @@ last commits, as it may lose the last results files (written by rename, not fsyn
 default, FULL, syncs the disk at every commit: ~1 ms each here, a few per event, ~0.1 s of a
 one-trial run.
 
+Changes to the concurrency pools (the `bench_trials` slots, the steps waiting for one, their
+limits) are made one process at a time, under a lock file beside the event-log files. Dagster's
+SQL storage reads a pool's free slots, or counts its slots, and then writes, outside one
+transaction on SQLite: two `bench run`s starting together on a new instance both ran their
+trials in a pool of one slot.
+
 Configured in the dagster.yaml `bench` writes for a new DAGSTER_HOME:
 
     storage:
@@ -48,6 +54,8 @@ Configured in the dagster.yaml `bench` writes for a new DAGSTER_HOME:
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
 import shutil
 import sqlite3
@@ -56,9 +64,9 @@ import threading
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as db
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
@@ -84,6 +92,8 @@ from bench_pipeline.formats.files import replacing
 # A daemon or webserver touches many runs' event-log files over its life: keep the newest few
 # (the index, which every asset event goes through, is always kept).
 OPEN_EVENT_LOG_FILES = 8
+
+T = TypeVar("T")
 # The empty, stamped event-log file a new run's file is copied from (beside the run files).
 EMPTY_RUN_SHARD = f".empty-run-shard-{DAGSTER_VERSION}.db"
 
@@ -174,12 +184,55 @@ class PooledSqliteRunStorage(SqliteRunStorage):
         self._pooled.dispose()
 
 
+# The lock file of the pools' changes, beside the event-log files.
+POOL_LOCK = ".concurrency-pools.lock"
+_pool_lock_depth = threading.local()  # (a pool change that makes another holds it already)
+
+
+def _pools_locked(method: Callable[..., T]) -> Callable[..., T]:
+    """`method` of the storage run under the pools' lock file (an exclusive `flock`, which
+    also excludes the other threads of this process: each opens the file on its own)."""
+
+    @functools.wraps(method)
+    def locked(self: PooledSqliteEventLogStorage, *args: Any, **kwargs: Any) -> T:
+        if getattr(_pool_lock_depth, "n", 0):
+            return method(self, *args, **kwargs)
+        with open(os.path.join(self._base_dir, POOL_LOCK), "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)  # (released when the file closes)
+            _pool_lock_depth.n = 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                _pool_lock_depth.n = 0
+
+    return locked
+
+
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         # Set before Dagster's __init__, which already connects to the index.
         self._engines: OrderedDict[str, db.engine.Engine] = OrderedDict()
         self._engines_lock = threading.Lock()
         super().__init__(base_dir, inst_data)
+
+    # Every change to the pools, one process at a time (module docstring).
+    _reconcile_concurrency_limits_from_slots = _pools_locked(
+        SqliteEventLogStorage._reconcile_concurrency_limits_from_slots
+    )
+    initialize_concurrency_limit_to_default = _pools_locked(
+        SqliteEventLogStorage.initialize_concurrency_limit_to_default
+    )
+    set_concurrency_slots = _pools_locked(SqliteEventLogStorage.set_concurrency_slots)
+    delete_concurrency_limit = _pools_locked(SqliteEventLogStorage.delete_concurrency_limit)
+    add_pending_step = _pools_locked(SqliteEventLogStorage.add_pending_step)
+    assign_pending_steps = _pools_locked(SqliteEventLogStorage.assign_pending_steps)
+    claim_concurrency_slot = _pools_locked(SqliteEventLogStorage.claim_concurrency_slot)
+    free_concurrency_slots_for_run = _pools_locked(
+        SqliteEventLogStorage.free_concurrency_slots_for_run
+    )
+    free_concurrency_slot_for_step = _pools_locked(
+        SqliteEventLogStorage.free_concurrency_slot_for_step
+    )
 
     def _shard_engine(self, shard: str) -> db.engine.Engine:
         with self._engines_lock:
