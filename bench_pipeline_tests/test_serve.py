@@ -59,11 +59,11 @@ def _wait_for(predicate, what: str, seconds: float = 180) -> None:  # noqa: ANN0
 
 
 class Server:
-    def __init__(self, home: Path, log: Path):
+    def __init__(self, home: Path, log: Path, env: dict[str, str] | None = None):
         self.home, self.log = home, log
         self.proc = subprocess.Popen(
             [str(BENCH), "serve"],
-            env=_env(home),
+            env=env or _env(home),
             stdout=subprocess.DEVNULL,
             stderr=log.open("w"),
             start_new_session=True,
@@ -146,6 +146,45 @@ def test_a_served_command_is_the_same_command_without_its_own_start_up(
     assert code == 0 and run_id in out and heavy == []
     assert len(server.served_pids()) == 3
     assert "Traceback" not in server.text()
+
+
+# On a module path before the checkout: every fork of the process records, in the child, whether
+# the garbage collector is on and how many objects are frozen.
+_RECORD_FORKS = """
+import gc, os
+def _record():
+    with open(os.environ["BENCH_TEST_FORKS"], "a") as out:
+        out.write(f"{os.getpid()} {int(gc.isenabled())} {gc.get_freeze_count()}\\n")
+os.register_at_fork(after_in_child=_record)
+"""
+
+
+def test_the_server_freezes_its_warm_objects_before_it_forks_a_command(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    """`bench serve` imports with the garbage collector off and freezes what it imported
+    before it forks (bench_pipeline/cli/collector.py): the child that runs a command collects
+    its own garbage and never scans (nor copies) the server's warm objects."""
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    (watch / "sitecustomize.py").write_text(_RECORD_FORKS)
+    forks = tmp_path / "forks.txt"
+    pythonpath = f"{watch}{os.pathsep}{ROOT}"
+    env = {**_env(bench_home, pythonpath), "BENCH_TEST_FORKS": str(forks)}
+    server = Server(bench_home, tmp_path / "serve.log", env)
+    try:
+        launch = str(factory / "launches" / "demo.yaml")
+        code, _out, err, heavy = _client(
+            ["run", launch, "--max", "1", "--repeats", "1"], bench_home, tmp_path, pythonpath
+        )
+        assert code == 0, err
+        assert heavy == []  # (served: the caller imported nothing heavy)
+        (pid,) = server.served_pids()
+    finally:
+        server.stop()
+    children = {int(p): (on, int(n)) for p, on, n in map(str.split, forks.read_text().splitlines())}
+    enabled, frozen = children[pid]
+    assert enabled == "1" and frozen > 100_000, children[pid]
 
 
 def test_a_server_running_other_code_is_not_used_and_stops(

@@ -317,6 +317,55 @@ def test_the_console_script_ends_without_teardown_yet_loses_no_output_or_exit_ha
     assert "none.yaml" in bad.stderr and "ATEXIT RAN" in bad.stderr
 
 
+# Counts the collector's passes of a `bench` process before and after its start-up objects were
+# frozen, and says at exit whether the collector is on.
+_WATCH_THE_COLLECTOR = """
+import atexit, gc, json, sys
+passes = {"before_freeze": 0, "after_freeze": 0}
+def count(phase, info):
+    if phase == "stop":
+        passes["after_freeze" if gc.get_freeze_count() else "before_freeze"] += 1
+gc.callbacks.append(count)
+atexit.register(lambda: sys.stderr.write("COLLECTOR " + json.dumps(
+    {**passes, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}) + "\\n"))
+from bench_pipeline.cli import console
+passes["before_freeze"] = 0  # (this script's own import of the cli above does not count)
+sys.exit(console())
+"""
+
+
+def test_a_run_imports_without_collector_passes_then_collects_its_trials_garbage(
+    factory: Path, tmp_path: Path
+) -> None:
+    """The garbage collector's passes over the heap that importing Dagster, pandas and pyarrow
+    builds were ~0.3 s of a one-trial run (bench_pipeline/cli/collector.py): `bench run`
+    imports with the collector off, then freezes what it imported and collects again for the
+    work. Another command gets the collector back before it starts."""
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "BENCH_NO_SERVE": "1",
+    }
+    launch = factory / "launches" / "demo.yaml"
+    argv = [sys.executable, "-c", _WATCH_THE_COLLECTOR, "--home", str(home)]
+    run = [*argv, "run", str(launch), "--max", "1", "--repeats", "1"]
+    out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stderr.rsplit("COLLECTOR ", 1)[1].splitlines()[0])
+    assert seen["before_freeze"] == 0, seen  # no pass while the run imported and opened Dagster
+    assert seen["frozen"] > 100_000, seen  # (importing Dagster alone makes more objects)
+    assert seen["enabled"] and seen["after_freeze"] > 0, seen  # the run's garbage is collected
+
+    out = subprocess.run(
+        [*argv, "results", "--list"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stderr.rsplit("COLLECTOR ", 1)[1].splitlines()[0])
+    assert seen["enabled"] and seen["frozen"] > 0, seen
+
+
 def test_a_launch_resolves_each_repository_ref_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,7 +27,12 @@ def console() -> int:
     `bench run`, a quarter of its time. What exit must still do is done: the atexit handlers
     run (logging's flush, temporary folders) and stdout and stderr are flushed. With a thread
     other than a daemon still running, the interpreter ends the process as usual (its
-    shutdown joins such threads, and tells executors' idle workers to stop first)."""
+    shutdown joins such threads, and tells executors' idle workers to stop first).
+
+    The garbage collector is off until the command's imports are done (`cli.collector`)."""
+    from bench_pipeline.cli import collector
+
+    collector.pause()
     code = main()
     import threading
 

@@ -11,10 +11,22 @@ import os
 import sys
 from collections.abc import Callable
 
-from bench_pipeline.cli import authoring, common, grading, results, running, serve, ui
+from bench_pipeline.cli import (
+    authoring,
+    collector,
+    common,
+    grading,
+    results,
+    running,
+    serve,
+    ui,
+)
 from bench_pipeline.formats.errors import BenchInputError
 
 COMMAND_GROUPS = (running, results, grading, authoring, ui, serve)
+# Commands that turn the garbage collector back on themselves, once they have imported Dagster
+# and opened the instance (`cli.collector`); every other one gets it back before it starts.
+RESUME_THEMSELVES = frozenset({"run", "serve"})
 
 # The use cases name the field they refuse; the user typed a flag. (`runs.start.apply_overrides`,
 # `runs.compare`, `runs.rescore.parse_scorers`, `authoring.from_commit`.)
@@ -96,6 +108,8 @@ def _recover(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command not in RESUME_THEMSELVES:
+        collector.resume()
     try:
         if args.command != "validate":
             _recover(args)

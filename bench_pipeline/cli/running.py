@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_pipeline.cli import common
+from bench_pipeline.cli import collector, common
 from bench_pipeline.runs.benchmark_run import run_exists
 
 MAX_VALIDATE_REPEAT = 20
@@ -181,6 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for warning in isolation_warnings(run):
         print(warning, file=sys.stderr)
     instance = get_instance(paths)
+    collector.resume()  # Dagster imported, its instance open: the trials' garbage is collected
     mark_running(paths.warehouse, run.run_id)
     status = "failed"
     try:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_pipeline.cli import common
+from bench_pipeline.cli import collector, common
 from bench_pipeline.cli.handoff import (
     LOCK_NAME,
     NO_SERVE_ENV,
@@ -133,6 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     print(f"bench serve: pid {os.getpid()} warming up for {path}", file=sys.stderr, flush=True)
     warm_up(paths)
+    collector.resume()  # before any fork: no child scans (and so copies) the warm objects
     threads = threading.active_count()
     if threads != 1:  # a fault of this code, not of the user's input
         print(f"error: bench serve: {threads} threads after warm-up; not forking", file=sys.stderr)
