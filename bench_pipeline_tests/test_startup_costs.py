@@ -340,7 +340,7 @@ def test_a_run_imports_without_collector_passes_then_collects_its_trials_garbage
     """The garbage collector's passes over the heap that importing Dagster, pandas and pyarrow
     builds were ~0.3 s of a one-trial run (bench_pipeline/cli/collector.py): `bench run`
     imports with the collector off, then freezes what it imported and collects again for the
-    work. Another command gets the collector back before it starts."""
+    work; `bench rescore` too. Another command gets the collector back before it starts."""
     home = tmp_path / "home"
     env = {
         **os.environ,
@@ -357,6 +357,14 @@ def test_a_run_imports_without_collector_passes_then_collects_its_trials_garbage
     assert seen["before_freeze"] == 0, seen  # no pass while the run imported and opened Dagster
     assert seen["frozen"] > 100_000, seen  # (importing Dagster alone makes more objects)
     assert seen["enabled"] and seen["after_freeze"] > 0, seen  # the run's garbage is collected
+
+    # The rescore flow, beside it, the same way.
+    rescore = [*argv, "rescore", "--scorers", "checks", "--all", "--quiet"]
+    out = subprocess.run(rescore, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stderr.rsplit("COLLECTOR ", 1)[1].splitlines()[0])
+    assert seen["before_freeze"] == 0 and seen["frozen"] > 100_000, seen
+    assert seen["enabled"] and seen["after_freeze"] > 0, seen
 
     out = subprocess.run(
         [*argv, "results", "--list"], env=env, capture_output=True, text=True, timeout=300

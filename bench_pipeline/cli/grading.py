@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench_pipeline.cli import common
+from bench_pipeline.cli import collector, common
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
@@ -70,6 +70,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     instance = get_instance(paths)
+    collector.resume()  # Dagster imported, its instance open: the grading's garbage is collected
     rows = execute_rescore(
         run,
         paths,

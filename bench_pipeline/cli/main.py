@@ -26,7 +26,7 @@ from bench_pipeline.formats.errors import BenchInputError
 COMMAND_GROUPS = (running, results, grading, authoring, ui, serve)
 # Commands that turn the garbage collector back on themselves, once they have imported Dagster
 # and opened the instance (`cli.collector`); every other one gets it back before it starts.
-RESUME_THEMSELVES = frozenset({"run", "serve"})
+RESUME_THEMSELVES = frozenset({"run", "rescore", "serve"})
 
 # The use cases name the field they refuse; the user typed a flag. (`runs.start.apply_overrides`,
 # `runs.compare`, `runs.rescore.parse_scorers`, `authoring.from_commit`.)
