@@ -59,10 +59,16 @@ def _wait_for(predicate, what: str, seconds: float = 180) -> None:  # noqa: ANN0
 
 
 class Server:
-    def __init__(self, home: Path, log: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        home: Path,
+        log: Path,
+        env: dict[str, str] | None = None,
+        entry: tuple[str, ...] = (str(BENCH),),
+    ):
         self.home, self.log = home, log
         self.proc = subprocess.Popen(
-            [str(BENCH), "serve"],
+            [*entry, "serve"],
             env=env or _env(home),
             stdout=subprocess.DEVNULL,
             stderr=log.open("w"),
@@ -159,8 +165,13 @@ os.register_at_fork(after_in_child=_record)
 """
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [(str(BENCH),), (sys.executable, "-m", "bench_pipeline.cli.main")],
+    ids=["console-script", "auto-started"],  # (a command starts its server with `python -m`)
+)
 def test_the_server_freezes_its_warm_objects_before_it_forks_a_command(
-    factory: Path, bench_home: Path, tmp_path: Path
+    factory: Path, bench_home: Path, tmp_path: Path, entry: tuple[str, ...]
 ) -> None:
     """`bench serve` imports with the garbage collector off and freezes what it imported
     before it forks (bench_pipeline/cli/collector.py): the child that runs a command collects
@@ -171,7 +182,7 @@ def test_the_server_freezes_its_warm_objects_before_it_forks_a_command(
     forks = tmp_path / "forks.txt"
     pythonpath = f"{watch}{os.pathsep}{ROOT}"
     env = {**_env(bench_home, pythonpath), "BENCH_TEST_FORKS": str(forks)}
-    server = Server(bench_home, tmp_path / "serve.log", env)
+    server = Server(bench_home, tmp_path / "serve.log", env, entry)
     try:
         launch = str(factory / "launches" / "demo.yaml")
         code, _out, err, heavy = _client(

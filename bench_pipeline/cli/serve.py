@@ -132,6 +132,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise common.CliError(f"a server already runs on {path}; stop it with `bench serve --stop`")
     started = time.perf_counter()
     print(f"bench serve: pid {os.getpid()} warming up for {path}", file=sys.stderr, flush=True)
+    # (paused here too: a server a command auto-started runs `python -m`, not the console script)
+    collector.pause()
     warm_up(paths)
     collector.resume()  # before any fork: no child scans (and so copies) the warm objects
     threads = threading.active_count()
