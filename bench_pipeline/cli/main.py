@@ -26,7 +26,7 @@ from bench_pipeline.formats.errors import BenchInputError
 COMMAND_GROUPS = (running, results, grading, authoring, ui, serve)
 # Commands that turn the garbage collector back on themselves, once they have imported Dagster
 # and opened the instance (`cli.collector`); every other one gets it back before it starts.
-RESUME_THEMSELVES = frozenset({"run", "rescore", "serve"})
+RESUME_THEMSELVES = frozenset({running.cmd_run, grading.cmd_rescore, serve.cmd_serve})
 
 # The use cases name the field they refuse; the user typed a flag. (`runs.start.apply_overrides`,
 # `runs.compare`, `runs.rescore.parse_scorers`, `authoring.from_commit`.)
@@ -108,7 +108,7 @@ def _recover(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command not in RESUME_THEMSELVES:
+    if args.fn not in RESUME_THEMSELVES:
         collector.resume()
     try:
         if args.command != "validate":

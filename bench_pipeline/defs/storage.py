@@ -186,7 +186,7 @@ class PooledSqliteRunStorage(SqliteRunStorage):
 
 # The lock file of the pools' changes, beside the event-log files.
 POOL_LOCK = ".concurrency-pools.lock"
-_pool_lock_depth = threading.local()  # (a pool change that makes another holds it already)
+_pool_lock = threading.local()  # `held`: this thread's pool change makes another (no relock)
 
 
 def _pools_locked(method: Callable[..., T]) -> Callable[..., T]:
@@ -195,15 +195,15 @@ def _pools_locked(method: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(method)
     def locked(self: PooledSqliteEventLogStorage, *args: Any, **kwargs: Any) -> T:
-        if getattr(_pool_lock_depth, "n", 0):
+        if getattr(_pool_lock, "held", False):
             return method(self, *args, **kwargs)
-        with open(os.path.join(self._base_dir, POOL_LOCK), "a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)  # (released when the file closes)
-            _pool_lock_depth.n = 1
+        with open(os.path.join(self._base_dir, POOL_LOCK), "a") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)  # (released when the file closes)
+            _pool_lock.held = True
             try:
                 return method(self, *args, **kwargs)
             finally:
-                _pool_lock_depth.n = 0
+                _pool_lock.held = False
 
     return locked
 

@@ -213,12 +213,14 @@ def run_from_manifest(data: dict[str, Any], warehouse: Warehouse | None = None) 
     else:
         tasks = None
     own = launch.get("tasks")
-    if own != TASKS_OF_TASKSET and (tasks is not None or own != stored):
-        run = from_jsonable(BenchmarkRun, data)  # (the launch's own tasks)
-        return run if tasks is None else replace(run, taskset=replace(run.taskset, tasks=tasks))
-    run = from_jsonable(BenchmarkRun, {**data, "launch": {**launch, "tasks": []}})
+    launch_has_own = own != TASKS_OF_TASKSET and (tasks is not None or own != stored)
+    if not launch_has_own:
+        data = {**data, "launch": {**launch, "tasks": []}}
+    run = from_jsonable(BenchmarkRun, data)
     if tasks is not None:
         run = replace(run, taskset=replace(run.taskset, tasks=tasks))
+    if launch_has_own:
+        return run
     return replace(run, launch=replace(run.launch, tasks=run.taskset.tasks))
 
 
