@@ -311,6 +311,45 @@ def test_a_command_that_finds_no_server_starts_one_for_the_next_that_stops_when_
     assert log.read_text().count("warming up") == 2  # (no third server)
 
 
+@pytest.mark.usefixtures("started_servers")
+def test_a_server_started_in_a_project_folder_imports_nothing_from_it(
+    bench_home: Path, tmp_path: Path
+) -> None:
+    # A project whose own module has a standard library's name, where a person runs `bench`:
+    # the server a command starts there imports the standard library's (`secrets`, which the
+    # runs import, imports `random`), runs none of the project's code and serves the next
+    # command. Started with `python -m`, it imported the project's and died at its warm-up.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "random.py").write_text("print('PROJECT CODE RAN')\n")
+    log = bench_home / "serve.log"
+    env = {**_env(bench_home), "BENCH_AUTO_SERVE": "1", "BENCH_SERVE_IDLE": "600"}
+
+    def bench_here() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BENCH), "results", "--list"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    first = bench_here()
+    assert first.returncode == 0, first.stderr
+    _wait_for(lambda: "ready on" in log.read_text() or "Traceback" in log.read_text(), "the server")
+    assert "ready on" in log.read_text(), log.read_text()
+    second = bench_here()
+    assert second.returncode == 0 and second.stdout == first.stdout, second.stderr
+    assert re.search(r"pid \d+ runs bench results --list", log.read_text())
+    assert "PROJECT CODE RAN" not in log.read_text() + first.stdout + second.stdout
+    stop = subprocess.run(
+        [str(BENCH), "serve", "--stop"], env=_env(bench_home), capture_output=True, timeout=120
+    )
+    assert stop.returncode == 0
+    _wait_for(lambda: _server_gone(bench_home), "the server to stop")
+
+
 def _at_a_terminal(home: Path, env: dict[str, str]) -> int:
     """`bench results --list` with its stderr on a pseudo-terminal, as a person runs it."""
     import pty

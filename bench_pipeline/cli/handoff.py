@@ -286,8 +286,8 @@ def start_server(home: Path) -> int | None:
         sys.executable,
         # the command's interpreter settings, which a served command must share with it
         *subprocess._args_from_interpreter_flags(),  # noqa: SLF001 (the stdlib's own helper)
-        "-m",
-        "bench_pipeline.cli.main",
+        "-c",
+        server_entry(),
         "--home",
         str(home),
         "serve",
@@ -315,6 +315,27 @@ def start_server(home: Path) -> int | None:
             file=sys.stderr,
         )
     return server.pid
+
+
+def server_entry() -> str:
+    """The code a started server runs (`python -c`): `bench_pipeline.cli.main`, imported from
+    the folder this command's package came from, never from the working folder.
+
+    `python -m` and `-c` put the working folder first on sys.path, and the server starts in
+    the command's folder (a relative PYTHONPATH means the same there): a project's own
+    `random.py` or `types.py` would shadow the standard library's in the server, run the
+    project's code at its warm-up and kill it, and every command would start another. The
+    console script has its own folder there instead; so does this. Under -P or -I nothing
+    was put first, and nothing is."""
+    import bench_pipeline
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bench_pipeline.__file__)))
+    return (
+        "import sys\n"
+        f"if not sys.flags.safe_path: sys.path[0] = {root!r}\n"
+        "from bench_pipeline.cli.main import main\n"
+        "sys.exit(main())\n"
+    )
 
 
 def seconds(text: str) -> float | None:
