@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from bench_pipeline_tests.conftest import run_bench
 
+ROOT = Path(__file__).resolve().parents[1]
 TASK = "benchmarks/invoices/tasks/amount-precision.yaml"
 DEMO = "launches/demo.yaml"
 
@@ -206,3 +209,86 @@ def test_unknown_command_line_run_is_exit_2(bench_home: Path) -> None:
     code, _, err = run_bench("results", "no-such-run", home=bench_home)
     assert code == 2
     assert "no benchmark run 'no-such-run'" in err
+
+
+ONE_TRIAL = """kind: BenchmarkLaunch
+suite: invoices
+configs:
+  - {id: reference, agent: reference}
+repetitions: 1
+tasks: [amount-precision]
+scorers: [checks]
+"""
+# dagster.yaml says "Edit freely": what an edit Dagster cannot use gives, and the line's start.
+DAGSTER_YAMLS = {
+    "malformed_yaml": ("run_storage: [oops\n", "malformed YAML (line 2, column 1: expected ','"),
+    "unknown_key": ("run_storag: {}\n", 'Received unexpected config entry "run_storag"'),
+    "storage_not_importable": (
+        "run_storage:\n  module: no_such_module\n  class: Storage\n",
+        "Couldn't import module no_such_module",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DAGSTER_YAMLS)
+def test_a_dagster_yaml_dagster_cannot_use_is_one_line_exit_2_and_starts_no_run(
+    case: str, factory: Path, bench_home: Path
+) -> None:
+    text, expected = DAGSTER_YAMLS[case]
+    config = bench_home / "dagster_home" / "dagster.yaml"
+    config.parent.mkdir()
+    config.write_text(text)
+    (factory / "launches" / "one.yaml").write_text(ONE_TRIAL)
+    launch = str(factory / "launches" / "one.yaml")
+    code, out, err = run_bench("run", launch, home=bench_home)
+    assert code == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"error: {config}: ") and expected in lines[0], lines[0]
+    assert lines[0].endswith("; fix it, or remove it and bench writes its default instance there")
+    # Nothing started: no run to list, resume or show (it was saved before the instance
+    # opened, and `bench results` then named a run that "has no trials yet").
+    assert not (bench_home / "warehouse").exists() or not list(
+        (bench_home / "warehouse").rglob("*.json")
+    )
+    assert run_bench("results", "--list", home=bench_home)[1] == ""
+    assert config.read_text() == text  # (the user's file: bench never overwrites it)
+    # The server's warm-up opens the same instance: the same line, exit 2, no traceback.
+    serve = subprocess.run(
+        [str(Path(sys.executable).parent / "bench"), "--home", str(bench_home), "serve"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert serve.returncode == 2, serve.stderr
+    assert serve.stderr.splitlines()[-1] == lines[0], serve.stderr
+    assert "Traceback" not in serve.stderr
+    # Removed, as the line says: bench writes its own and the same command runs.
+    config.unlink()
+    code, out, err = run_bench("run", launch, "--quiet", home=bench_home)
+    assert code == 0, err
+    assert "reference" in out and "Dagster" not in err
+    # A rescore of that run with the file broken again: the same line, and not a file written.
+    before = sorted(p for p in bench_home.rglob("*") if "dagster_home" not in p.parts)
+    config.write_text(text)
+    code, out, err = run_bench("rescore", home=bench_home)
+    assert code == 2 and err.splitlines() == lines, err
+    assert sorted(p for p in bench_home.rglob("*") if "dagster_home" not in p.parts) == before
+
+
+def test_a_dagster_home_that_is_not_a_folder_is_one_line_exit_2(
+    factory: Path, bench_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(a_file))
+    code, out, err = run_bench("run", str(factory / DEMO), home=bench_home)
+    assert code == 2, (out, err)
+    assert err.strip() == (
+        f"error: DAGSTER_HOME: {a_file} cannot hold the Dagster instance (File exists); "
+        "set it to a folder you can write, or unset it"
+    )
+    assert not (bench_home / "warehouse").exists() or not list(
+        (bench_home / "warehouse").rglob("*.json")
+    )

@@ -47,6 +47,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             )
     specs = scorers or list(run.launch.scorers)
     rs.preflight(run, specs, judge, dict(os.environ))
+    instance = get_instance(paths)  # (before the rescore's settings are saved: see cmd_run)
     rescore_id = rs.new_rescore_id()
     settings = {
         "run_id": run_id,
@@ -69,7 +70,6 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             "grades (use --all to regrade them)",
             file=sys.stderr,
         )
-    instance = get_instance(paths)
     collector.resume()  # Dagster imported, its instance open: the grading's garbage is collected
     rows = execute_rescore(
         run,

@@ -150,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"--resume: no benchmark run '{args.resume}' in {paths.warehouse.root}"
             )
         run = load_run(args.resume, paths.warehouse)
+        instance = get_instance(paths)
         paths.cancel_flag(run.run_id).unlink(missing_ok=True)
         print(f"resuming {run.run_id}: only trials without a final result run", file=sys.stderr)
     else:
@@ -169,6 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     raise common.CliError(
                         f"--max-cost: the launch's cost cap is {shown}, above ${args.max_cost:.2f}; add --yes to run anyway"
                     )
+        # (the instance before the run is saved: a dagster.yaml it cannot use leaves no run)
+        instance = get_instance(paths)
         run = start_run(args.launch, paths, overrides=_overrides(args), checked=loaded)
     total = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
     plan = run.launch.adaptive
@@ -180,7 +183,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run {run.run_id}: {shown}, task set {run.taskset.revision}", file=sys.stderr)
     for warning in isolation_warnings(run):
         print(warning, file=sys.stderr)
-    instance = get_instance(paths)
     collector.resume()  # Dagster imported, its instance open: the trials' garbage is collected
     mark_running(paths.warehouse, run.run_id)
     status = "failed"

@@ -14,6 +14,7 @@ import dagster as dg
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.recorded import execute_recorded, prepare_recorded
 from bench_pipeline.defs.storage import warm_sqlite_storage
+from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
@@ -59,13 +60,53 @@ def instance_yaml(dagster_home: Path) -> str:
 
 def ensure_dagster_home(paths: BenchPaths) -> Path:
     """DAGSTER_HOME as set, else <bench home>/dagster_home, with a dagster.yaml in it."""
-    home = Path(os.environ.get("DAGSTER_HOME") or paths.home / "dagster_home").absolute()
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        replace_text(config, instance_yaml(home))
+    given = os.environ.get("DAGSTER_HOME")
+    home = Path(given or paths.home / "dagster_home").absolute()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        config = home / "dagster.yaml"
+        if not config.exists():
+            replace_text(config, instance_yaml(home))
+    except OSError as exc:
+        problem = f"{home} cannot hold the Dagster instance ({exc.strerror or exc})"
+        if given:
+            raise BenchInputError(
+                None, "DAGSTER_HOME", f"{problem}; set it to a folder you can write, or unset it"
+            ) from None
+        raise BenchInputError(None, "--home", f"{problem}; use a folder you can write") from None
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def open_instance(home: Path) -> dg.DagsterInstance:
+    """The Dagster instance of DAGSTER_HOME `home`. Its dagster.yaml is the user's to edit (it
+    says so): one it cannot use is their input, reported as one line naming it, never a
+    traceback; callers open it before they write anything, so a failure leaves nothing behind."""
+    import yaml
+
+    config = home / "dagster.yaml"
+    fix = "fix it, or remove it and bench writes its default instance there"
+    try:
+        return dg.DagsterInstance.get()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise BenchInputError(config, None, f"malformed YAML ({where}{problem}); {fix}") from None
+    except dg.DagsterInvalidConfigError as exc:
+        # (Dagster's message goes on to print the whole expected schema: its first sentence)
+        found = [e.message.split(' Expected: "')[0].strip().rstrip(".") for e in exc.errors]
+        found = found or [str(exc)]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise BenchInputError(
+            config, None, f"Dagster refuses it: {found[0]}{more}; {fix}"
+        ) from None
+    except Exception as exc:  # a storage module that does not import, a database not reached
+        text = str(exc).strip().removeprefix("Failure condition:").strip()
+        reason = text.splitlines()[0].rstrip(".") if text else type(exc).__name__
+        raise BenchInputError(
+            config, None, f"Dagster cannot open the instance it configures ({reason}); {fix}"
+        ) from None
 
 
 # The instance `prepare_instance` opened (`bench serve`, before it forks), with what it was
@@ -86,7 +127,7 @@ def get_instance(paths: BenchPaths) -> dg.DagsterInstance:
     home = ensure_dagster_home(paths)
     if _prepared is not None and _prepared[0] == _instance_key(home):
         return _prepared[1]
-    return dg.DagsterInstance.get()
+    return open_instance(home)
 
 
 def prepare_instance(paths: BenchPaths) -> None:
@@ -95,7 +136,7 @@ def prepare_instance(paths: BenchPaths) -> None:
     start empty in each child (defs/storage.py), the migrations are checked once."""
     global _prepared
     home = ensure_dagster_home(paths)
-    instance = dg.DagsterInstance.get()  # (first: it makes the run database the key names)
+    instance = open_instance(home)  # (first: it makes the run database the key names)
     warm_sqlite_storage(instance)
     _prepared = (_instance_key(home), instance)
 
