@@ -265,6 +265,24 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_first_trial
     assert code == 2
 
 
+@pytest.mark.parametrize("command", ["results", "report"])
+def test_an_output_file_of_a_finished_run_that_cannot_be_written_is_one_line(
+    command: str, demo: dict, tmp_path: Path
+) -> None:
+    # (`bench results RUN --out` wrote its JSON with no check: a traceback, exit 1)
+    for out, expected in (
+        (tmp_path / "missing-folder" / "out.json", "does not exist"),
+        (tmp_path, "is a folder; give a file name"),
+    ):
+        proc = subprocess.run(
+            [*BENCH, command, "--out", str(out)], capture_output=True, text=True, env=demo["env"]
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("error: --out: ") and expected in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "missing-folder").exists()
+
+
 def test_max_cost_must_be_a_cost(factory: Path, bench_home: Path) -> None:
     proc = subprocess.run(
         [*BENCH, "run", str(factory / DEMO), "--max-cost", "-1"],

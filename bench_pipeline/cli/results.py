@@ -86,6 +86,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     """The config table and recommendations of a run (default: the latest)."""
 
     paths = common.paths_of(args)
+    if args.out:  # (before the tables are computed, as `bench run --out` before its trials)
+        common.check_output_file(args.out, "--out")
     if args.list:
         runs = paths.warehouse.read_runs().sort_values("created_at")
         from bench_pipeline.runs.status import run_statuses
