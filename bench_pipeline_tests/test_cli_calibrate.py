@@ -86,3 +86,25 @@ def test_calibrate_judge_bad_dataset_is_one_line(bench_home, tmp_path, monkeypat
     code, _, err = run_bench("calibrate-judge", "--dataset", str(bad), home=bench_home)
     assert code == 2
     assert err.strip().count("\n") == 0 and "bad.json" in err
+
+
+def test_calibrate_judge_files_that_are_not_utf8_are_one_line(bench_home, tmp_path, monkeypatch):
+    # (read as the locale's text with no check: a traceback)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-real")
+    latin1 = tmp_path / "labels.json"
+    latin1.write_bytes(b'[{"id": "caf\xe9"}]')
+    code, _, err = run_bench("calibrate-judge", "--dataset", str(latin1), home=bench_home)
+    assert code == 2
+    assert err == f"error: {latin1}: not UTF-8 (byte 0xe9 at offset 12); save it as UTF-8\n"
+    rubric = tmp_path / "rubric.md"
+    rubric.write_bytes(b"Grade caf\xe9 strictly.\n")
+    good = tmp_path / "good.json"
+    good.write_text(
+        json.dumps([{"id": "a", "prompt": "p", "criteria": ["c"], "patch_or_answer": "x",
+                     "label": 1}])
+    )  # fmt: skip
+    code, _, err = run_bench(
+        "calibrate-judge", "--dataset", str(good), "--rubric", str(rubric), home=bench_home
+    )
+    assert code == 2
+    assert err == f"error: {rubric}: not UTF-8 (byte 0xe9 at offset 9); save it as UTF-8\n"

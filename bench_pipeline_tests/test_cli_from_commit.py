@@ -150,3 +150,27 @@ def test_from_commit_refuses_a_commit_without_tests(bench_home, tmp_path):
         home=bench_home,
     )
     assert code == 2 and err.count("\n") == 1 and "no test module" in err
+
+
+def test_from_commit_into_a_suite_whose_file_is_broken_is_one_line_and_writes_nothing(
+    bench_home, tmp_path
+):
+    # (it read an existing suite.yaml with no checks: a traceback for each of these)
+    repo, sha = make_repo(tmp_path)
+    factory = tmp_path / "factory"
+    suite_file = factory / "benchmarks" / "calc" / "suite.yaml"
+    suite_file.parent.mkdir(parents=True)
+    for content, expected in (
+        (b"title: [oops\n", "malformed YAML at line 2, column 1"),
+        (b"- a list\n", "expected a mapping of keys, got a list"),
+        (b"title: caf\xe9\n", "not UTF-8 (byte 0xe9 at offset 10); save it as UTF-8"),
+    ):
+        suite_file.write_bytes(content)
+        code, _, err = run_bench(
+            "tasks", "from-commit", str(repo), sha, "--suite", "calc", "--factory", str(factory),
+            home=bench_home,
+        )  # fmt: skip
+        assert code == 2 and err.startswith(f"error: {suite_file}: {expected}"), err
+        assert err.count("\n") == 1, err
+        assert sorted(p.name for p in factory.rglob("*")) == ["benchmarks", "calc", "suite.yaml"]
+        assert suite_file.read_bytes() == content

@@ -177,6 +177,12 @@ judge: {{model: claude-sonnet-4-6, base_url: "{server.url}"}}
         assert code == 0, err
         assert len(server.requests) == 4
         assert counter.read_text().count("x") == 2
+        # A criteria file that is not UTF-8 is one line naming it (it was a traceback)
+        crit.write_bytes(b"criteria:\n  - {id: caf\xe9, prompt: p}\n")
+        code, out, err = run_bench("rescore", run_id, "--criteria", str(crit), home=bench_home)
+        assert code == 2
+        assert err == f"error: {crit}: not UTF-8 (byte 0xe9 at offset 22); save it as UTF-8\n"
+        assert len(server.requests) == 4
 
     rows = scores(bench_home, run_id)
     judge_rows = rows[rows["scorer"] == "llm_judge"]

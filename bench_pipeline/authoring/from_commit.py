@@ -33,6 +33,7 @@ import yaml
 
 from bench_pipeline.formats.errors import BenchInputError
 from bench_pipeline.formats.git import GitError, git, is_git_repo, is_url, local_repo, rev_parse
+from bench_pipeline.formats.loader import read_yaml
 from bench_pipeline.formats.model import ID_PATTERN, valid_id
 
 
@@ -246,7 +247,7 @@ def draft_from_commit(
         )
     task_repo: str | None = None
     if suite_file.exists():
-        existing = yaml.safe_load(suite_file.read_text(encoding="utf-8")) or {}
+        existing = read_yaml(suite_file)  # (one line for a suite.yaml it cannot read)
         srepo = existing.get("repo")
         resolved = None
         if isinstance(srepo, str):
@@ -294,6 +295,6 @@ def _suite_prepare(suite_file: Path) -> tuple[tuple[str, ...], ...]:
     """The existing suite's prepare commands (run in each checkout, as a trial would)."""
     if not suite_file.exists():
         return ()
-    data = yaml.safe_load(suite_file.read_text(encoding="utf-8")) or {}
+    data = read_yaml(suite_file)
     commands = [*(data.get("prepare_commands") or []), *(data.get("prepare") or [])]
     return tuple(tuple(str(a) for a in c) for c in commands if isinstance(c, list) and c)

@@ -26,3 +26,25 @@ def closest(word: str, options: Iterable[str]) -> str:
     if match:
         return f"did you mean '{match[0]}'? (valid: {', '.join(options)})"
     return f"valid: {', '.join(options)}"
+
+
+def utf8_text(raw: bytes, shown: str | Path) -> str:
+    """`raw`, a user's file, as text: bytes that are not UTF-8 are their input error."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BenchInputError(
+            shown,
+            None,
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8",
+        ) from None
+
+
+def read_input_text(path: str | Path) -> str:
+    """A file the user names (a dataset, criteria, a rubric) as text: one that cannot be read
+    or is not UTF-8 is a BenchInputError naming it, never a traceback."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise BenchInputError(path, None, f"cannot read: {exc.strerror}") from None
+    return utf8_text(raw, path)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from bench_pipeline.formats.errors import BenchInputError, closest
+from bench_pipeline.formats.errors import BenchInputError, closest, utf8_text
 from bench_pipeline.formats.git import is_git_repo, rev_parse
 from bench_pipeline.formats.model import (
     ASSERT_TYPES,
@@ -191,14 +191,7 @@ def read_yaml(path: Path, factory: FactoryView | None = None) -> dict[str, Any]:
             None,
             f"is {len(raw):,} bytes; a factory file may have at most {YAML_FILE_LIMIT_BYTES:,}",
         )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BenchInputError(
-            shown,
-            None,
-            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8",
-        ) from None
+    text = utf8_text(raw, shown)
     try:
         try:
             # libyaml's parser with the safe constructor: ~10x faster than the pure-Python

@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from bench_pipeline.formats.errors import BenchInputError, closest
+from bench_pipeline.formats.errors import BenchInputError, closest, read_input_text
 from bench_pipeline.formats.loader import (
     custom_criterion_problem,
     read_criterion,
@@ -75,10 +75,7 @@ def load_criteria(path: str | Path) -> list[dict[str, Any]]:
     """Judge criteria from a JSON or YAML file: a list of `{id, weight, prompt}` (a bare string
     is an id), or a mapping with a `criteria` list."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BenchInputError(str(path), None, f"cannot read: {exc.strerror}") from None
+    text = read_input_text(path)
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.errors import BenchInputError, read_input_text
 from bench_pipeline.formats.model import Judge, Prices
 from bench_pipeline.lazy import anthropic
 from bench_pipeline.scorers.judge import make_client, run_rubric, validate_judge
@@ -65,9 +65,10 @@ def cohen_kappa(y_true: Sequence[int], y_pred: Sequence[int]) -> float | None:
 
 def load_dataset(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
+    text = read_input_text(path)
     try:
-        items = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise BenchInputError(path, None, f"cannot read dataset: {exc}") from None
     return validate_dataset(items, path)
 
@@ -104,7 +105,7 @@ def _rubric_text(rubric: str | Path | None) -> str | None:
     if isinstance(rubric, Path) or ("\n" not in rubric and len(rubric) < 1024):
         path = Path(rubric)
         if path.is_file():
-            return path.read_text()
+            return read_input_text(path)
         if isinstance(rubric, Path):
             raise BenchInputError(path, None, "rubric file not found")
     return str(rubric)

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from bench_pipeline.formats.errors import BenchInputError, closest
+from bench_pipeline.formats.errors import BenchInputError, closest, read_input_text
 from bench_pipeline.formats.model import ID_PATTERN, valid_id
 from bench_pipeline.formats.vocabulary import SCORE_ERROR, SCORE_NOT_SCORED
 from bench_pipeline.scorers.base import (
@@ -74,7 +74,7 @@ def resolve_scorer_file(factory_root: Path, scorer_id: str | None) -> Path:
 
 def load_command_spec(path: Path) -> dict[str, Any]:
     try:
-        spec = yaml.safe_load(path.read_text())
+        spec = yaml.safe_load(read_input_text(path))
     except yaml.YAMLError as exc:
         raise BenchInputError(path, None, f"invalid YAML: {exc}") from None
     if not isinstance(spec, dict):
