@@ -84,6 +84,14 @@ def unknown_scorer(f: Path) -> str:
     return "unknown scorer 'chekcs2'"
 
 
+def workflow_scorer_file_broken(f: Path) -> str:
+    # (`validate` passed it and `run` then refused it: both refuse it now, the same way)
+    (f / "scorers").mkdir()
+    (f / "scorers" / "lint.yaml").write_text("command: [ruff, check\n")
+    _edit(f / DEMO, "scorers: [checks]", 'scorers: [checks, "workflow:lint"]')
+    return "invalid YAML"
+
+
 def not_utf8(f: Path) -> str:
     (f / TASK).write_bytes((f / TASK).read_bytes() + b"\ncriteria: ['caf\xe9']\n")
     return "not UTF-8"
@@ -170,6 +178,7 @@ CASES: list[Callable[[Path], str]] = [
     duplicate_task_ids,
     too_many_trials,
     unknown_scorer,
+    workflow_scorer_file_broken,
     not_utf8,
     bad_config_id,
     unknown_agent_kind,
@@ -195,9 +204,8 @@ def test_bad_input_is_one_clear_line_exit_2_and_nothing_written(
     assert len(lines) == 1, err
     assert expected in lines[0], lines[0]
     # The line names the file (relative to the factory) that holds the problem.
-    assert any(name in lines[0] for name in ("tasks/", "launches/", "agents/", "suite.yaml")), (
-        lines[0]
-    )
+    named = ("tasks/", "launches/", "agents/", "scorers/", "suite.yaml")
+    assert any(name in lines[0] for name in named), lines[0]
     warehouse = bench_home / "warehouse"
     assert not warehouse.exists() or not list(warehouse.rglob("*.parquet"))
     # validate reports the same problem the same way.

@@ -18,7 +18,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from bench_pipeline.formats.factory import load_factory
     from bench_pipeline.formats.taskset import freeze
-    from bench_pipeline.runs.start import check_tasks_fit_agents
+    from bench_pipeline.runs.start import check_scorer_files, check_tasks_fit_agents
     from bench_pipeline.trials.reference import reference_apply_problem, validate_reference
 
     if args.repeat < 1 or args.repeat > MAX_VALIDATE_REPEAT:
@@ -29,6 +29,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     factory = load_factory(Path(args.path))
     for launch_name, launch in factory.launches.items():
         check_tasks_fit_agents(launch)
+        check_scorer_files(launch)
         print(
             f"ok  launch {launch_name}: {launch.trial_count} trials ({len(launch.tasks)} tasks x "
             f"{len(launch.configs) + launch.adds_original_config} configs x {launch.repetitions} reps)"

@@ -44,6 +44,20 @@ def check_tasks_fit_agents(launch: Launch) -> None:
                 raise BenchInputError(task.source_file or task.id, key, why)
 
 
+def check_scorer_files(launch: Launch) -> None:
+    """Refuse the launch's scorers' own files (a workflow scorer's YAML or module) as `run`
+    refuses them before its first trial, for `validate`: not what depends on the environment
+    (a judge's API key), which a factory's check does not need."""
+    from bench_pipeline.scorers import ScorerContext, make_scorer
+
+    root = launch.factory_root
+    context = ScorerContext(judge=None, prices=load_prices(FactoryView(root)), factory_root=root)
+    for spec in launch.scorers:
+        scorer = make_scorer(spec, context)
+        if not scorer.uses_judge:
+            scorer.preflight()
+
+
 def _check_isolation(agent: Any) -> None:
     """An explicit `isolation: sandbox` where bubblewrap cannot run is refused before anything
     runs: the results must never claim a sandbox the trials did not have."""
