@@ -431,3 +431,43 @@ def test_a_grader_edited_during_a_run_does_not_change_what_trials_grade_with(
     row = json.loads(out)["config_table"][0]
     # Every trial graded with the grader as frozen at launch: the fix passes each time.
     assert row["score_checks"] == 1.0 and row["scored_checks"] == 3
+
+
+def test_a_run_that_fails_in_a_step_is_one_line_naming_the_error_exit_1(
+    factory: Path, bench_home: Path
+) -> None:
+    # A score file of a finished run damaged (a disk fault, a copy cut short): the rescore's
+    # step fails. It printed Dagster's console log (two stack traces) and then a traceback of
+    # its own, saying only that step "scores" failed.
+    launch = _launch(
+        factory,
+        "one",
+        "configs:\n  - {id: reference, agent: reference}\nrepetitions: 1\n"
+        "tasks: [amount-precision]\nscorers: [checks]\n",
+    )
+    env = {**os.environ, "BENCH_HOME": str(bench_home), "BENCH_AUTO_SERVE": "0"}
+    done = subprocess.run(
+        [*BENCH, "run", str(launch), "--quiet"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    (damaged,) = (bench_home / "warehouse" / "scores").rglob("*.parquet")
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    proc = subprocess.run([*BENCH, "rescore"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Stack Trace" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: rescore of partition reference|1 failed: step scores: "), last
+    assert f"CorruptFileError: {damaged}: not a readable Parquet file" in last, last
+    assert "move it aside to recover" in last and "its logs in `bench ui`" in last, last
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")] == [last]
+    # The same in a run's own step, with the command that finishes the run once it is mended.
+    (trials,) = (bench_home / "warehouse" / "trials").rglob("*.parquet")
+    trials.write_bytes(trials.read_bytes()[:100])
+    run_id = trials.relative_to(bench_home / "warehouse" / "trials").parts[0]
+    proc = subprocess.run(
+        [*BENCH, "run", "--resume", run_id, "--quiet"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: run {run_id} failed: step launch: CorruptFileError: "), last
+    assert last.endswith(f"; once that is mended, `bench run --resume {run_id}`"), last

@@ -21,7 +21,7 @@ from bench_pipeline.cli import (
     serve,
     ui,
 )
-from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.errors import BenchInputError, RunFailed
 
 COMMAND_GROUPS = (running, results, grading, authoring, ui, serve)
 # Commands that turn the garbage collector back on themselves, once they have imported Dagster
@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     except (common.CliError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return common.EXIT_BAD_INPUT
+    except RunFailed as exc:  # (a fault of a grader, the warehouse or the harness: not input)
+        print(f"error: {exc}", file=sys.stderr)
+        return common.EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return common.EXIT_INTERRUPTED

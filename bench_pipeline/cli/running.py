@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.cli import collector, common
+from bench_pipeline.formats.errors import RunFailed
 from bench_pipeline.runs.benchmark_run import run_exists
 
 MAX_VALIDATE_REPEAT = 20
@@ -197,6 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return common.EXIT_INTERRUPTED
+    except RunFailed as exc:
+        raise RunFailed(f"{exc}; once that is mended, `bench run --resume {run.run_id}`") from None
     finally:
         # Agent files that changed while the run was in progress: the results say so.
         mark_finished(paths.warehouse, run.run_id, status, agent_drift=agent_drift(run))

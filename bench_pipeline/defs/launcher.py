@@ -5,19 +5,25 @@ the launch job per `bench run` (every partition's trials, scores and the derived
 reported as the assets' materializations); `bench report`/rescore rebuild the results alone.
 """
 
+from __future__ import annotations
+
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.recorded import execute_recorded, prepare_recorded
 from bench_pipeline.defs.storage import warm_sqlite_storage
-from bench_pipeline.formats.errors import BenchInputError
+from bench_pipeline.formats.errors import BenchInputError, RunFailed
 from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
+
+if TYPE_CHECKING:  # (Dagster's error record: only named here)
+    from dagster_shared.error import SerializableErrorInfo
 
 _INSTANCE_YAML = """\
 # Written by bench on first use. Edit freely: bench never overwrites it.
@@ -147,20 +153,43 @@ def resource_config(paths: BenchPaths, progress: bool) -> dict[str, object]:
 
 
 def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
-    """Raise what made the run fail; Ctrl-C (Dagster reports it as a failed run with an
-    interrupted step) as KeyboardInterrupt, which the CLI reports as an interruption."""
-    if not result.success:
-        interrupted = any(
-            e.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
-            for e in result.all_events
-            if e.is_step_failure and e.step_failure_data.error is not None
-        )
-        if interrupted:
-            raise KeyboardInterrupt(what)
-        failures = [e.message for e in result.all_events if e.is_failure]
-        raise RuntimeError(
-            f"{what} failed: {'; '.join(m for m in failures if m) or 'see the Dagster UI'}"
-        )
+    """Raise what made the run fail: RunFailed naming each failed step and the error it ended
+    with (Dagster's own message says only that the step failed); Ctrl-C (Dagster reports it as
+    a failed run with an interrupted step) as KeyboardInterrupt, which the CLI reports as an
+    interruption."""
+    if result.success:
+        return
+    errors = [
+        (e.step_key, e.step_failure_data.error)
+        for e in result.all_events
+        if e.is_step_failure and e.step_failure_data.error is not None
+    ]
+    if any(error.cls_name == "DagsterExecutionInterruptedError" for _, error in errors):
+        raise KeyboardInterrupt(what)
+    causes = [f"step {step}: {_first_line(_root(error))}" for step, error in errors]
+    if not causes:  # (the run failed outside a step)
+        causes = [e.message for e in result.all_events if e.is_failure and e.message]
+    run_id = result.dagster_run.run_id
+    raise RunFailed(
+        f"{what} failed: {'; '.join(causes) or 'no step said why'} "
+        f"(Dagster run {run_id}: its logs in `bench ui`)"
+    )
+
+
+def _root(error: SerializableErrorInfo) -> SerializableErrorInfo:
+    """The error a chain of Dagster's wrappers (the step's execution error, a retry's) began as."""
+    while error.cause is not None:
+        error = error.cause
+    return error
+
+
+def _first_line(error: SerializableErrorInfo) -> str:
+    """`ClassName: message`, its first line (Dagster writes the class's full module path)."""
+    text = error.message.strip().splitlines()[0] if error.message.strip() else ""
+    head, sep, rest = text.partition(": ")
+    if sep and head.rsplit(".", 1)[-1] == error.cls_name:
+        text = rest
+    return f"{error.cls_name}: {text}" if text else error.cls_name
 
 
 def execute_run(

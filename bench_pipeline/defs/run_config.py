@@ -10,8 +10,10 @@ RESULTS_OP = "results_tables"
 NIGHTLY_OP = "nightly_freeze"
 LAUNCH_OP = "launch"
 
-# Dagster's console logger at WARNING: `bench` prints its own progress.
-QUIET_LOGGERS: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Dagster's console logger off (CRITICAL: Dagster logs nothing there): `bench` prints its own
+# progress, and a failed step as one line naming its error (`launcher.check_success`); the
+# step's whole log, stack trace included, is in the Dagster run's event log (`bench ui`).
+QUIET_LOGGERS: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def _ops(**configs: dict[str, Any]) -> dict[str, Any]:

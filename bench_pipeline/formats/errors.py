@@ -19,6 +19,12 @@ class BenchInputError(Exception):
         super().__init__(f"{where}: {self.problem}" if where else self.problem)
 
 
+class RunFailed(Exception):
+    """A Dagster run of bench's failed on something other than the user's input (a grader, the
+    warehouse's files, the harness): the CLI prints it as one line and exits 1. Its message
+    names the failed steps and the error each ended with."""
+
+
 def closest(word: str, options: Iterable[str]) -> str:
     """A 'did you mean' suffix naming the closest valid option, or listing them all."""
     options = sorted(options)
