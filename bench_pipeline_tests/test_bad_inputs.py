@@ -84,6 +84,12 @@ def unknown_scorer(f: Path) -> str:
     return "unknown scorer 'chekcs2'"
 
 
+def scorer_listed_twice(f: Path) -> str:
+    # (it graded every trial twice: a judge's calls paid twice for rows of which one counts)
+    _edit(f / DEMO, "scorers: [checks]", "scorers: [checks, checks]")
+    return "scorers[1]: 'checks' is listed twice; list each scorer once"
+
+
 def workflow_scorer_file_broken(f: Path) -> str:
     # (`validate` passed it and `run` then refused it: both refuse it now, the same way)
     (f / "scorers").mkdir()
@@ -178,6 +184,7 @@ CASES: list[Callable[[Path], str]] = [
     duplicate_task_ids,
     too_many_trials,
     unknown_scorer,
+    scorer_listed_twice,
     workflow_scorer_file_broken,
     not_utf8,
     bad_config_id,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -479,8 +479,7 @@ def load_suite(factory: FactoryView, name: str) -> Suite:
 
     prepare.extend(tests_format.parse_prepare(f))  # `prepare` (after `prepare_commands`)
     scorers = f.str_list("scorers", ("checks",))
-    for i, s in enumerate(scorers):
-        _validate_scorer(factory, shown, f"scorers[{i}]", s)
+    _check_scorers(factory, shown, f, scorers)
     repo = f.str("repo")
     return Suite(
         name=name,
@@ -762,6 +761,15 @@ def _validate_scorer(factory: FactoryView, file: str, key: str, spec: str) -> No
         raise BenchInputError(file, key, problem)
 
 
+def _check_scorers(factory: FactoryView, shown: str, f: _Fields, scorers: Sequence[str]) -> None:
+    """Each scorer known, and listed once: a second entry grades every trial again (a judge's
+    calls paid twice) into rows the analysis keeps only one of."""
+    for i, spec in enumerate(scorers):
+        _validate_scorer(factory, shown, f"scorers[{i}]", spec)
+        if spec in scorers[:i]:
+            raise f.fail(f"scorers[{i}]", f"'{spec}' is listed twice; list each scorer once")
+
+
 def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Launch:
     """Load a launch file and everything it names; the factory is the launch's grandparent."""
     path = Path(path).absolute()
@@ -782,8 +790,7 @@ def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Lau
     scorers = f.str_list("scorers", suite.scorers)
     if not scorers:
         raise f.fail("scorers", "needs at least one scorer, e.g. [checks]")
-    for i, s in enumerate(scorers):
-        _validate_scorer(factory, shown, f"scorers[{i}]", s)
+    _check_scorers(factory, shown, f, scorers)
     judge = _judge(f)
     if judge is None and any(s.split(":")[0] in ("rubric", "llm_judge") for s in scorers):
         judge = Judge()
