@@ -360,6 +360,38 @@ def test_a_corrupt_warehouse_file_is_named_and_the_other_runs_stay_readable(
     proc = subprocess.run([*BENCH, "results", second], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
 
+    # A run's manifest or status (JSON) damaged too: named the same way (they were tracebacks),
+    # and moved aside as the line says, the run is listed without them and nothing else breaks,
+    # the second run's baseline included.
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*BENCH, *args], capture_output=True, text=True, env=env)
+
+    assert bench("baseline", "set", "invoices", first).returncode == 0
+    warehouse = home / "warehouse"
+    for damaged in (
+        warehouse / "run_status" / f"{first}.json",
+        warehouse / "manifests" / f"{first}.json",
+    ):
+        damaged.write_bytes(damaged.read_bytes()[:10])
+        for args in (["results", "--list"], ["results", first]):
+            proc = bench(*args)
+            assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+            assert proc.stderr == (
+                f"error: {damaged}: not a readable JSON file (Unterminated string starting at: "
+                f"line 2 column 3 (char 4)); move it aside to recover (`mv {damaged} "
+                f"{damaged}.corrupt`): what it records is lost, every other file is intact\n"
+            ), (args, proc.stderr)
+        damaged.rename(damaged.with_name(damaged.name + ".corrupt"))
+    listed = bench("results", "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert [ln.split()[-1] for ln in listed.stdout.splitlines()] == ["manifest", "finished"]
+    # (the report computes the tables again: against the pinned baseline, which is gone)
+    report = bench("report", second, "--out", str(tmp_path / "second.html"))
+    assert report.returncode == 0, report.stderr
+    note = f"baseline {first} has no manifest in the warehouse: not compared"
+    assert note in (tmp_path / "second.html").read_text()
+    assert bench("results", second).returncode == 0
+
 
 def test_a_reference_that_does_not_apply_fails_validate_and_is_a_task_error(
     factory: Path, bench_home: Path
@@ -433,7 +465,7 @@ def test_a_grader_edited_during_a_run_does_not_change_what_trials_grade_with(
     assert row["score_checks"] == 1.0 and row["scored_checks"] == 3
 
 
-def test_a_run_that_fails_in_a_step_is_one_line_naming_the_error_exit_1(
+def test_a_run_that_fails_in_a_step_is_one_line_naming_the_error(
     factory: Path, bench_home: Path
 ) -> None:
     # A score file of a finished run damaged (a disk fault, a copy cut short): the rescore's
@@ -453,7 +485,7 @@ def test_a_run_that_fails_in_a_step_is_one_line_naming_the_error_exit_1(
     (damaged,) = (bench_home / "warehouse" / "scores").rglob("*.parquet")
     damaged.write_bytes(damaged.read_bytes()[:100])
     proc = subprocess.run([*BENCH, "rescore"], capture_output=True, text=True, env=env)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # (a file to mend: as when read outside a run)
     assert "Traceback" not in proc.stderr and "Stack Trace" not in proc.stderr, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: rescore of partition reference|1 failed: step scores: "), last
@@ -467,7 +499,37 @@ def test_a_run_that_fails_in_a_step_is_one_line_naming_the_error_exit_1(
     proc = subprocess.run(
         [*BENCH, "run", "--resume", run_id, "--quiet"], capture_output=True, text=True, env=env
     )
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: run {run_id} failed: step launch: CorruptFileError: "), last
     assert last.endswith(f"; once that is mended, `bench run --resume {run_id}`"), last
+
+
+def test_a_failed_step_exits_2_only_when_its_error_is_a_file_to_mend() -> None:
+    import dagster as dg
+
+    from bench_pipeline.defs.launcher import check_success
+    from bench_pipeline.formats.errors import BenchInputError, RunFailed
+    from bench_pipeline.warehouse.store import CorruptFileError
+
+    def failing(error: Exception) -> dg.ExecuteInProcessResult:
+        @dg.op(name="grade")
+        def grade() -> None:
+            raise error
+
+        @dg.job(name="fails")
+        def fails() -> None:
+            grade()
+
+        return fails.execute_in_process(raise_on_error=False)
+
+    cases = (
+        (ValueError("a grader's fault"), False, "ValueError: a grader's fault"),
+        (BenchInputError("f.yaml", "k", "bad"), True, "BenchInputError: f.yaml: k: bad"),
+        (CorruptFileError(Path("/w/x.parquet"), OSError("cut")), True, "CorruptFileError: "),
+    )
+    for error, bad_input, shown in cases:
+        with pytest.raises(RunFailed) as raised:
+            check_success(failing(error), "a run")
+        assert raised.value.bad_input is bad_input
+        assert str(raised.value).startswith(f"a run failed: step grade: {shown}"), raised.value

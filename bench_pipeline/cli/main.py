@@ -120,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     except (common.CliError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return common.EXIT_BAD_INPUT
-    except RunFailed as exc:  # (a fault of a grader, the warehouse or the harness: not input)
+    except RunFailed as exc:  # a step's error: a file to mend (exit 2), or a fault (exit 1)
         print(f"error: {exc}", file=sys.stderr)
-        return common.EXIT_FAILED
+        return common.EXIT_BAD_INPUT if exc.bad_input else common.EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return common.EXIT_INTERRUPTED

@@ -199,7 +199,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return common.EXIT_INTERRUPTED
     except RunFailed as exc:
-        raise RunFailed(f"{exc}; once that is mended, `bench run --resume {run.run_id}`") from None
+        mended = f"{exc}; once that is mended, `bench run --resume {run.run_id}`"
+        raise RunFailed(mended, exc.bad_input) from None
     finally:
         # Agent files that changed while the run was in progress: the results say so.
         mark_finished(paths.warehouse, run.run_id, status, agent_drift=agent_drift(run))

@@ -17,7 +17,7 @@ import dagster as dg
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.recorded import execute_recorded, prepare_recorded
 from bench_pipeline.defs.storage import warm_sqlite_storage
-from bench_pipeline.formats.errors import BenchInputError, RunFailed
+from bench_pipeline.formats.errors import BenchInputError, RunFailed, input_error_names
 from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
@@ -166,13 +166,15 @@ def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
     ]
     if any(error.cls_name == "DagsterExecutionInterruptedError" for _, error in errors):
         raise KeyboardInterrupt(what)
-    causes = [f"step {step}: {_first_line(_root(error))}" for step, error in errors]
+    roots = [(step, _root(error)) for step, error in errors]
+    causes = [f"step {step}: {_first_line(root)}" for step, root in roots]
     if not causes:  # (the run failed outside a step)
         causes = [e.message for e in result.all_events if e.is_failure and e.message]
     run_id = result.dagster_run.run_id
     raise RunFailed(
         f"{what} failed: {'; '.join(causes) or 'no step said why'} "
-        f"(Dagster run {run_id}: its logs in `bench ui`)"
+        f"(Dagster run {run_id}: its logs in `bench ui`)",
+        bad_input=bool(roots) and all(r.cls_name in input_error_names() for _, r in roots),
     )
 
 

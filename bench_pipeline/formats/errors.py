@@ -20,9 +20,25 @@ class BenchInputError(Exception):
 
 
 class RunFailed(Exception):
-    """A Dagster run of bench's failed on something other than the user's input (a grader, the
-    warehouse's files, the harness): the CLI prints it as one line and exits 1. Its message
-    names the failed steps and the error each ended with."""
+    """A Dagster run of bench's failed in a step: the CLI prints it as one line. Its message
+    names the failed steps and the error each ended with; `bad_input` when every one was a
+    BenchInputError (a damaged warehouse file to move aside, say), which exits 2 as it would
+    have outside the run, else 1 (a grader's or the harness's fault)."""
+
+    def __init__(self, message: str, bad_input: bool = False):
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+def input_error_names() -> frozenset[str]:
+    """The class names of BenchInputError and its subclasses (a Dagster step's error is
+    recorded by its class's name)."""
+    names, todo = set(), [BenchInputError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return frozenset(names)
 
 
 def closest(word: str, options: Iterable[str]) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bench_pipeline import results as R
 from bench_pipeline.formats.files import replacing
 from bench_pipeline.formats.registry import AGENT_KINDS, uses_judge
-from bench_pipeline.runs.benchmark_run import BenchmarkRun, agent_drift, load_run
+from bench_pipeline.runs.benchmark_run import BenchmarkRun, agent_drift, load_run, run_exists
 from bench_pipeline.runs.status import status_of
 from bench_pipeline.warehouse import layout
 from bench_pipeline.warehouse.store import Warehouse
@@ -841,6 +841,10 @@ def _compute_derived(
     baseline_table = None
     baseline_per_trial = None
     if base_id == run_id:
+        base_id = None
+    if base_id and not run_exists(warehouse, base_id):
+        # (its manifest moved aside as unreadable, or the warehouse copied without it)
+        notes.append(f"baseline {base_id} has no manifest in the warehouse: not compared")
         base_id = None
     if base_id:
         base_run = load_run(base_id, warehouse)

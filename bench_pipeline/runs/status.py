@@ -64,10 +64,18 @@ FROZEN = "frozen"  # frozen, no trial yet
 PARTIAL = "partial"  # some trials, not all (in progress, or partitions not launched)
 
 
-def inferred_status(warehouse: Warehouse, run_id: str) -> str:
-    """frozen | partial (n/N trials) | trials done | finished, from the warehouse alone."""
-    from bench_pipeline.runs.benchmark_run import load_run
+# A run the runs table lists whose manifest is gone (moved aside as unreadable): listed, not
+# loadable.
+NO_MANIFEST = "no manifest"
 
+
+def inferred_status(warehouse: Warehouse, run_id: str) -> str:
+    """frozen | partial (n/N trials) | trials done | finished, from the warehouse alone (or
+    `no manifest` for a run whose manifest is gone)."""
+    from bench_pipeline.runs.benchmark_run import load_run, run_exists
+
+    if not run_exists(warehouse, run_id):
+        return NO_MANIFEST
     run = load_run(run_id, warehouse)
     expected = len(run.taskset.tasks) * len(run.launch.configs) * run.repetitions
     done = trials_written(warehouse, run_id)

@@ -43,16 +43,18 @@ DUCKDB_STORAGE_VERSION = "v1.5.0"
 
 
 class CorruptFileError(BenchInputError):
-    """A warehouse file that is not readable Parquet (truncated by a full disk, edited, ...)."""
+    """A warehouse file that cannot be read (truncated by a full disk, edited, ...): Parquet,
+    whose rows its run loses once it is moved aside, or JSON (a run's manifest or status)."""
 
-    def __init__(self, path: Path, cause: BaseException):
+    def __init__(self, path: Path, cause: BaseException, kind: str = "Parquet"):
         text = str(cause).replace(f"'{path}'", "").replace(str(path), "")
         first = (text.strip().splitlines() or [type(cause).__name__])[0][:120]
+        loses = "its run loses those rows" if kind == "Parquet" else "what it records is lost"
         super().__init__(
             str(path),
             None,
-            f"not a readable Parquet file ({first}); move it aside to recover "
-            f"(`mv {path} {path}.corrupt`): its run loses those rows, every other file is intact",
+            f"not a readable {kind} file ({first}); move it aside to recover "
+            f"(`mv {path} {path}.corrupt`): {loses}, every other file is intact",
         )
 
 
@@ -290,7 +292,11 @@ class Warehouse:
         return replace_text(target, text)
 
     def read_json(self, relpath: str) -> Any:
-        return json.loads((self.root / relpath).read_text())
+        path = self.root / relpath
+        try:  # (written whole, by rename: a file that does not parse was damaged since)
+            return json.loads(path.read_bytes())
+        except ValueError as exc:  # (not JSON, or not UTF-8)
+            raise CorruptFileError(path, exc, kind="JSON") from None
 
     def exists(self, relpath: str) -> bool:
         return (self.root / relpath).exists()
