@@ -279,6 +279,7 @@ def test_a_dagster_yaml_dagster_cannot_use_is_one_line_exit_2_and_starts_no_run(
     assert serve.returncode == 2, serve.stderr
     assert serve.stderr.splitlines()[-1] == lines[0], serve.stderr
     assert "Traceback" not in serve.stderr
+    assert run_bench("ui", home=bench_home)[::2] == (2, lines[0] + "\n")  # (before its exec)
     # Removed, as the line says: bench writes its own and the same command runs.
     config.unlink()
     code, out, err = run_bench("run", launch, "--quiet", home=bench_home)

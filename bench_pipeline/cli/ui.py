@@ -13,10 +13,12 @@ from bench_pipeline.formats.files import installed_program
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """Start `dagster dev` on this project's definitions and instance."""
-    from bench_pipeline.defs.launcher import ensure_dagster_home
+    from bench_pipeline.defs.launcher import ensure_dagster_home, open_instance
 
     paths = common.paths_of(args)
-    ensure_dagster_home(paths)
+    # (opened here first: a dagster.yaml Dagster cannot use is one line, not `dagster dev`'s
+    # traceback once its webserver starts)
+    open_instance(ensure_dagster_home(paths))
     os.environ.setdefault("BENCH_HOME", str(paths.home))
     argv = [
         installed_script("dagster"),
