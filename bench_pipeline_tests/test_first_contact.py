@@ -283,6 +283,22 @@ def test_an_output_file_of_a_finished_run_that_cannot_be_written_is_one_line(
     assert not (tmp_path / "missing-folder").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "65"])
+def test_parallel_on_the_command_line_has_the_launch_files_range(
+    value: str, factory: Path, bench_home: Path
+) -> None:
+    # (`run --parallel 1000` was taken: past the 64 a launch's max_parallel may be; `validate
+    # --parallel 0` ran one at a time)
+    for args, expected in (
+        (["run", str(factory / DEMO)], "error: --parallel: must be between 1 and 64\n"),
+        (["estimate", str(factory / DEMO)], "error: --parallel: must be between 1 and 64\n"),
+        (["validate", str(factory)], "error: --parallel: give 1 to 64 tasks at once\n"),
+    ):
+        code, out, err = run_bench(*args, "--parallel", value, home=bench_home)
+        assert (code, out, err) == (2, "", expected), args
+    assert _trials(bench_home).empty
+
+
 def test_max_cost_must_be_a_cost(factory: Path, bench_home: Path) -> None:
     proc = subprocess.run(
         [*BENCH, "run", str(factory / DEMO), "--max-cost", "-1"],

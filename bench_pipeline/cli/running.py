@@ -9,6 +9,7 @@ from typing import Any
 
 from bench_pipeline.cli import collector, common
 from bench_pipeline.formats.errors import RunFailed
+from bench_pipeline.formats.model import MAX_PARALLEL
 from bench_pipeline.runs.benchmark_run import run_exists
 
 MAX_VALIDATE_REPEAT = 20
@@ -24,6 +25,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if args.repeat < 1 or args.repeat > MAX_VALIDATE_REPEAT:
         raise common.CliError(f"--repeat: give 1 to {MAX_VALIDATE_REPEAT} runs per phase")
+    if not 1 <= args.parallel <= MAX_PARALLEL:
+        raise common.CliError(f"--parallel: give 1 to {MAX_PARALLEL} tasks at once")
     if args.repeat > 1 and not args.reference:
         raise common.CliError("--repeat: only with --reference (it repeats the reference runs)")
     common.paths_of(args)  # a run would fail on a state folder it cannot write: say so now

@@ -22,6 +22,7 @@ from bench_pipeline.formats.model import (
     EFFORTS,
     ID_PATTERN,
     MAX_CONFIGS,
+    MAX_PARALLEL,
     MAX_REPETITIONS,
     MAX_TASKS,
     MAX_TRIALS,
@@ -786,7 +787,7 @@ def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Lau
     tasks = _filter_tasks(f, all_tasks)
     adaptive = _repetition_plan(f)
     repetitions = adaptive.max if adaptive else f.integer("repetitions", 2, 1, MAX_REPETITIONS) or 2
-    max_parallel = f.integer("max_parallel", 2, 1, 64) or 2
+    max_parallel = f.integer("max_parallel", 2, 1, MAX_PARALLEL) or 2
     scorers = f.str_list("scorers", suite.scorers)
     if not scorers:
         raise f.fail("scorers", "needs at least one scorer, e.g. [checks]")
@@ -904,7 +905,8 @@ def _config(
     return Config(
         id=cid,
         agent=spec,
-        max_parallel=c.integer("max_parallel", default_parallel, 1, 64) or default_parallel,
+        max_parallel=c.integer("max_parallel", default_parallel, 1, MAX_PARALLEL)
+        or default_parallel,
         factory_ref=factory_ref,
         factory_sha=factory_sha,
         overrides=tuple((k, v) for k, v in raw.items() if k != "id"),

@@ -144,7 +144,7 @@ def apply_overrides(
     from dataclasses import replace
 
     from bench_pipeline.formats.errors import BenchInputError
-    from bench_pipeline.formats.model import MAX_REPETITIONS, MAX_TRIALS
+    from bench_pipeline.formats.model import MAX_PARALLEL, MAX_REPETITIONS, MAX_TRIALS
 
     tasks = list(launch.tasks)
     if name:
@@ -160,8 +160,8 @@ def apply_overrides(
         tasks = tasks[:max_tasks]
     configs = list(launch.configs)
     if parallel is not None:
-        if parallel < 1:
-            raise BenchInputError(None, "parallel", "must be at least 1")
+        if not 1 <= parallel <= MAX_PARALLEL:  # (as a launch's max_parallel)
+            raise BenchInputError(None, "parallel", f"must be between 1 and {MAX_PARALLEL}")
         configs = [replace(c, max_parallel=parallel) for c in configs]
     if timeout is not None:
         if timeout <= 0:
