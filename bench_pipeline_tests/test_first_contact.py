@@ -299,6 +299,24 @@ def test_parallel_on_the_command_line_has_the_launch_files_range(
     assert _trials(bench_home).empty
 
 
+def test_a_command_run_in_a_folder_removed_since_is_one_line(demo: dict, tmp_path: Path) -> None:
+    # (it ran to its last line and died there on the current folder: a traceback, exit 1)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && exec "$2" results'
+    proc = subprocess.run(
+        ["bash", "-c", script, "bash", str(gone), BENCH[0]],
+        capture_output=True,
+        text=True,
+        env=demo["env"],
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        "error: the current folder no longer exists (removed or moved since this shell "
+        "entered it); cd to one that does\n"
+    )
+
+
 def test_max_cost_must_be_a_cost(factory: Path, bench_home: Path) -> None:
     proc = subprocess.run(
         [*BENCH, "run", str(factory / DEMO), "--max-cost", "-1"],

@@ -8,9 +8,20 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """The `bench` entry point: the command runs in a warm `bench serve` of its home when one
     runs (`cli.handoff`, standard library only), else here (`cli.main`)."""
+    import os
+
     from bench_pipeline.cli.handoff import hand_off
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # (relative paths, the server's hand-off and the paths shown all start from it)
+        os.getcwd()
+    except FileNotFoundError:
+        print(
+            "error: the current folder no longer exists (removed or moved since this shell "
+            "entered it); cd to one that does",
+            file=sys.stderr,
+        )
+        return 2
     served = hand_off(argv)
     if served is not None:
         return served
