@@ -108,6 +108,17 @@ def bad_config_id(f: Path) -> str:
     return "is not a valid id"
 
 
+def budget_not_a_finite_number(f: Path) -> str:
+    # (YAML's .nan passed the range check: a budget no spend is ever above)
+    _edit(f / "agents/noop.yaml", "kind: noop", "kind: noop\nbudget_usd: .nan")
+    return "budget_usd: expected a finite number, got nan"
+
+
+def repetitions_far_out_of_range(f: Path) -> str:
+    _edit(f / DEMO, "repetitions: 2", "repetitions: 100000000")
+    return "repetitions: 100000000 is out of range; use a value between 1 and 10"
+
+
 def unknown_agent_kind(f: Path) -> str:
     _edit(f / "agents/noop.yaml", "kind: noop", "kind: nope")
     return "'nope' is not allowed"
@@ -188,6 +199,8 @@ CASES: list[Callable[[Path], str]] = [
     workflow_scorer_file_broken,
     not_utf8,
     bad_config_id,
+    budget_not_a_finite_number,
+    repetitions_far_out_of_range,
     unknown_agent_kind,
     reserved_tag,
     task_listed_twice,

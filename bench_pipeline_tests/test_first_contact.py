@@ -299,6 +299,16 @@ def test_parallel_on_the_command_line_has_the_launch_files_range(
     assert _trials(bench_home).empty
 
 
+@pytest.mark.parametrize("value", ["nan", "0", "86401"])
+def test_timeout_on_the_command_line_has_the_agent_files_range(
+    value: str, factory: Path, bench_home: Path
+) -> None:
+    # (`--timeout nan` was taken: a trial no clock could stop)
+    code, out, err = run_bench("run", str(factory / DEMO), "--timeout", value, home=bench_home)
+    assert (code, out, err) == (2, "", "error: --timeout: must be between 1 and 86400 seconds\n")
+    assert _trials(bench_home).empty
+
+
 def test_a_command_run_in_a_folder_removed_since_is_one_line(demo: dict, tmp_path: Path) -> None:
     # (it ran to its last line and died there on the current folder: a traceback, exit 1)
     gone = tmp_path / "gone"

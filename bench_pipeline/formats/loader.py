@@ -6,6 +6,7 @@ message is one line naming the file, the key and what would be valid.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from bench_pipeline.formats.model import (
     MAX_PARALLEL,
     MAX_REPETITIONS,
     MAX_TASKS,
+    MAX_TIMEOUT_SECONDS,
     MAX_TRIALS,
     STOP_CI_WIDTH,
     STOP_RULES,
@@ -271,9 +273,12 @@ class _Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(name, f"expected a number, got {_kind(value)}")
+        if not math.isfinite(value):  # YAML's .nan and .inf pass every range check below
+            raise self.fail(name, f"expected a finite number, got {value}")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             bounds = f"between {lo:g} and {hi:g}" if hi is not None else f"at least {lo:g}"
-            raise self.fail(name, f"{value:g} is out of range; use a value {bounds}")
+            shown = str(value) if isinstance(value, int) else f"{value:g}"
+            raise self.fail(name, f"{shown} is out of range; use a value {bounds}")
         return float(value)
 
     def integer(
@@ -413,7 +418,7 @@ def load_agent(
         budget_usd=f.number("budget_usd", lo=0),
         max_iterations=f.integer("max_iterations", 1, 1, 10),
         max_turns=f.integer("max_turns", 50, 1, 1000),
-        timeout_seconds=f.number("timeout_seconds", 1800.0, 1, 86400),
+        timeout_seconds=f.number("timeout_seconds", 1800.0, 1, MAX_TIMEOUT_SECONDS),
         env=f.str_list("env"),
         command=f.argv("command"),
         preset=f.choice("preset", ("claude-code", "codex")),
@@ -890,7 +895,7 @@ def _config(
         "budget_usd": c.number("budget_usd", lo=0),
         "max_iterations": c.integer("max_iterations", lo=1, hi=10),
         "max_turns": c.integer("max_turns", lo=1, hi=1000),
-        "timeout_seconds": c.number("timeout_seconds", lo=1, hi=86400),
+        "timeout_seconds": c.number("timeout_seconds", lo=1, hi=MAX_TIMEOUT_SECONDS),
         "url": c.str("url"),
         "base_url": c.str("base_url"),
         "preset": c.choice("preset", ("claude-code", "codex")),

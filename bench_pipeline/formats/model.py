@@ -27,6 +27,8 @@ ASSERT_TYPES = (
 MAX_TRIALS, MAX_TASKS, MAX_CONFIGS, MAX_REPETITIONS = 500, 100, 8, 10
 # Trials at once per configuration (a launch's or config's max_parallel, `--parallel`).
 MAX_PARALLEL = 64
+# The longest a trial may take (an agent's timeout_seconds, `--timeout`): a day.
+MAX_TIMEOUT_SECONDS = 86400
 # What a failed attempt's findings tell the next attempt: the output of failing checks and
 # tests (`full`), only their ids and descriptions (`names`), or nothing but "try again" (`none`).
 FINDINGS = ("full", "names", "none")

@@ -144,7 +144,12 @@ def apply_overrides(
     from dataclasses import replace
 
     from bench_pipeline.formats.errors import BenchInputError
-    from bench_pipeline.formats.model import MAX_PARALLEL, MAX_REPETITIONS, MAX_TRIALS
+    from bench_pipeline.formats.model import (
+        MAX_PARALLEL,
+        MAX_REPETITIONS,
+        MAX_TIMEOUT_SECONDS,
+        MAX_TRIALS,
+    )
 
     tasks = list(launch.tasks)
     if name:
@@ -164,8 +169,10 @@ def apply_overrides(
             raise BenchInputError(None, "parallel", f"must be between 1 and {MAX_PARALLEL}")
         configs = [replace(c, max_parallel=parallel) for c in configs]
     if timeout is not None:
-        if timeout <= 0:
-            raise BenchInputError(None, "timeout", "must be a positive number of seconds")
+        if not 1 <= timeout <= MAX_TIMEOUT_SECONDS:  # (as an agent's timeout_seconds; not NaN)
+            raise BenchInputError(
+                None, "timeout", f"must be between 1 and {MAX_TIMEOUT_SECONDS} seconds"
+            )
         configs = [
             replace(c, agent=replace(c.agent, timeout_seconds=float(timeout))) for c in configs
         ]
