@@ -114,6 +114,13 @@ def budget_not_a_finite_number(f: Path) -> str:
     return "budget_usd: expected a finite number, got nan"
 
 
+def assertion_bound_not_finite(f: Path) -> str:
+    (f / TASK).write_bytes(
+        (f / TASK).read_bytes() + b"\nassert:\n  - {type: min_chars, value: .nan}\n"
+    )
+    return "assert[0].value: expected a finite number for min_chars"
+
+
 def repetitions_far_out_of_range(f: Path) -> str:
     _edit(f / DEMO, "repetitions: 2", "repetitions: 100000000")
     return "repetitions: 100000000 is out of range; use a value between 1 and 10"
@@ -200,6 +207,7 @@ CASES: list[Callable[[Path], str]] = [
     not_utf8,
     bad_config_id,
     budget_not_a_finite_number,
+    assertion_bound_not_finite,
     repetitions_far_out_of_range,
     unknown_agent_kind,
     reserved_tag,

@@ -690,9 +690,11 @@ def _asserts(f: _Fields, key: str) -> tuple[Assertion, ...]:
             except re.error as exc:
                 raise a.fail("value", f"invalid regular expression: {exc}") from None
         if kind.startswith(("min_", "max_")) and (
-            isinstance(value, bool) or not isinstance(value, int | float)
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)  # (a NaN bound: every comparison false)
         ):
-            raise a.fail("value", f"expected a number for {kind}")
+            raise a.fail("value", f"expected a finite number for {kind}")
         out.append(Assertion(kind, value))
     return tuple(out)
 
