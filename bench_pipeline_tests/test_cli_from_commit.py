@@ -174,3 +174,36 @@ def test_from_commit_into_a_suite_whose_file_is_broken_is_one_line_and_writes_no
         assert err.count("\n") == 1, err
         assert sorted(p.name for p in factory.rglob("*")) == ["benchmarks", "calc", "suite.yaml"]
         assert suite_file.read_bytes() == content
+
+
+def test_from_commit_of_a_file_that_is_not_utf8_applies_it_byte_for_byte(bench_home, tmp_path):
+    # A Latin-1 source (a real repository's old module, say): its diff is not UTF-8, and the
+    # draft was a UnicodeDecodeError traceback. It goes into the reference as a binary hunk.
+    repo, _ = make_repo(tmp_path)
+    legacy = repo / "calc" / "legacy.py"
+    legacy.write_bytes(b"# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "legacy module")
+    legacy.write_bytes(b"# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\nSIZE = len(NAME)\n")
+    (repo / "tests" / "test_legacy.py").write_text(
+        "import unittest\n\nfrom calc.legacy import SIZE\n\n\n"
+        "class LegacyTest(unittest.TestCase):\n"
+        "    def test_size(self):\n        self.assertEqual(SIZE, 4)\n"
+    )
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "Legacy SIZE")
+    factory = tmp_path / "factory"
+    (factory / "agents").mkdir(parents=True)
+    (factory / "agents" / "oracle.yaml").write_text("kind: reference\n")
+    (factory / "benchmarks").mkdir()
+    code, out, err = run_bench(
+        "tasks", "from-commit", str(repo), "HEAD", "--suite", "calc", "--factory", str(factory),
+        home=bench_home,
+    )  # fmt: skip
+    assert code == 0, err
+    patch = (factory / "benchmarks/calc/references/legacy-size.patch").read_bytes()
+    assert b"GIT binary patch" in patch and b"calc/legacy.py" in patch
+    patch.decode("utf-8")  # (a reference patch is a UTF-8 file)
+    code, out, err = run_bench("validate", str(factory), "--reference", home=bench_home)
+    assert code == 0, out + err
+    assert "ok    calc/legacy-size: base [tests=failed] -> reference [tests=passed]" in out

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,15 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from bench_pipeline.formats.errors import BenchInputError
-from bench_pipeline.formats.git import GitError, git, is_git_repo, is_url, local_repo, rev_parse
+from bench_pipeline.formats.git import (
+    GitError,
+    git,
+    is_git_repo,
+    is_url,
+    local_repo,
+    rev_parse,
+    run_git,
+)
 from bench_pipeline.formats.loader import read_yaml
 from bench_pipeline.formats.model import ID_PATTERN, valid_id
 
@@ -164,6 +171,58 @@ def measure_tests(
 # --------------------------------------------------------------------------- git
 
 
+def code_patch(repo: Path, parent: str, sha: str, files: list[str]) -> str:
+    """The commit's change to `files` as the text of a reference patch (a UTF-8 file): a file
+    that is not UTF-8 text on either side (a Latin-1 source, a blob git takes for text) goes
+    in as a binary hunk (base85), which `git apply` applies byte for byte."""
+    argv = ["diff", "--binary", "--no-renames", "--full-index", parent, sha, "--", *files]
+
+    def diff(*config: str) -> bytes:
+        try:
+            return run_git([*config, *argv], repo)
+        except GitError as exc:
+            raise BenchInputError(None, "SHA", f"cannot diff commit {sha[:12]}: {exc}") from None
+
+    raw = diff()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    not_text = [f for f in files if not (_utf8(repo, parent, f) and _utf8(repo, sha, f))]
+    with tempfile.NamedTemporaryFile("w", suffix=".gitattributes", encoding="utf-8") as attrs:
+        # (quoted patterns: a path may hold spaces; `binary` = diff them as binary)
+        attrs.writelines(f'"/{_quoted(f)}" binary\n' for f in not_text)
+        attrs.flush()
+        raw = diff("-c", f"core.attributesFile={attrs.name}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:  # (the repository's own .gitattributes keeps them text)
+        raise BenchInputError(
+            None,
+            "SHA",
+            f"commit {sha[:12]} changes files that are not UTF-8 text "
+            f"({', '.join(not_text) or 'unknown'}) and git diffs them as text; a reference "
+            "patch is a UTF-8 file: write this task's reference by hand",
+        ) from None
+
+
+def _utf8(repo: Path, rev: str, file: str) -> bool:
+    """Whether `file` at `rev` is UTF-8 text (True when it does not exist there)."""
+    try:
+        blob = run_git(["cat-file", "blob", f"{rev}:{file}"], repo)
+    except GitError:
+        return True
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _quoted(path: str) -> str:
+    return path.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def draft_from_commit(
     repo: str,
     sha: str,
@@ -221,11 +280,7 @@ def draft_from_commit(
     for target in (task_file, reference, graders):
         if target.exists():
             raise BenchInputError(str(target), None, "already exists; choose another --id")
-    patch = subprocess.run(
-        ["git", "diff", "--binary", "--no-renames", "--full-index", parent, full, "--", *code],
-        cwd=path,
-        capture_output=True,
-    ).stdout.decode("utf-8")
+    patch = code_patch(path, parent, full, code)
     notes: list[str] = []
     suite_file = sdir / "suite.yaml"
     # measured before anything is written: a commit that cannot be drafted leaves no files
