@@ -95,7 +95,7 @@ def workflow_scorer_file_broken(f: Path) -> str:
     (f / "scorers").mkdir()
     (f / "scorers" / "lint.yaml").write_text("command: [ruff, check\n")
     _edit(f / DEMO, "scorers: [checks]", 'scorers: [checks, "workflow:lint"]')
-    return "invalid YAML"
+    return "malformed YAML at line 2, column 1: expected ',' or ']'"
 
 
 def not_utf8(f: Path) -> str:
@@ -257,7 +257,7 @@ scorers: [checks]
 """
 # dagster.yaml says "Edit freely": what an edit Dagster cannot use gives, and the line's start.
 DAGSTER_YAMLS = {
-    "malformed_yaml": ("run_storage: [oops\n", "malformed YAML (line 2, column 1: expected ','"),
+    "malformed_yaml": ("run_storage: [oops\n", "malformed YAML at line 2, column 1: expected ','"),
     "unknown_key": ("run_storag: {}\n", 'Received unexpected config entry "run_storag"'),
     "storage_not_importable": (
         "run_storage:\n  module: no_such_module\n  class: Storage\n",

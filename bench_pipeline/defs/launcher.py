@@ -17,7 +17,12 @@ import dagster as dg
 from bench_pipeline.defs import run_config
 from bench_pipeline.defs.recorded import execute_recorded, prepare_recorded
 from bench_pipeline.defs.storage import warm_sqlite_storage
-from bench_pipeline.formats.errors import BenchInputError, RunFailed, input_error_names
+from bench_pipeline.formats.errors import (
+    BenchInputError,
+    RunFailed,
+    input_error_names,
+    malformed_yaml,
+)
 from bench_pipeline.formats.files import replace_text
 from bench_pipeline.runs.benchmark_run import BenchmarkRun
 from bench_pipeline.runs.paths import BenchPaths
@@ -95,10 +100,7 @@ def open_instance(home: Path) -> dg.DagsterInstance:
     try:
         return dg.DagsterInstance.get()
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise BenchInputError(config, None, f"malformed YAML ({where}{problem}); {fix}") from None
+        raise BenchInputError(config, None, f"{malformed_yaml(exc)}; {fix}") from None
     except dg.DagsterInvalidConfigError as exc:
         # (Dagster's message goes on to print the whole expected schema: its first sentence)
         found = [e.message.split(' Expected: "')[0].strip().rstrip(".") for e in exc.errors]
@@ -171,10 +173,11 @@ def check_success(result: dg.ExecuteInProcessResult, what: str) -> None:
     if not causes:  # (the run failed outside a step)
         causes = [e.message for e in result.all_events if e.is_failure and e.message]
     run_id = result.dagster_run.run_id
+    inputs = input_error_names()
     raise RunFailed(
         f"{what} failed: {'; '.join(causes) or 'no step said why'} "
         f"(Dagster run {run_id}: its logs in `bench ui`)",
-        bad_input=bool(roots) and all(r.cls_name in input_error_names() for _, r in roots),
+        bad_input=bool(roots) and all(root.cls_name in inputs for _, root in roots),
     )
 
 

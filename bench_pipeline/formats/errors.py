@@ -50,6 +50,15 @@ def closest(word: str, options: Iterable[str]) -> str:
     return f"valid: {', '.join(options)}"
 
 
+def malformed_yaml(exc: Exception) -> str:
+    """What a YAML parser's error says, as every bench error about a YAML file says it:
+    `malformed YAML at line L, column C: <the problem>`."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"malformed YAML{where}: {problem}"
+
+
 def utf8_text(raw: bytes, shown: str | Path) -> str:
     """`raw`, a user's file, as text: bytes that are not UTF-8 are their input error."""
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from bench_pipeline.formats.errors import BenchInputError, closest, utf8_text
+from bench_pipeline.formats.errors import BenchInputError, closest, malformed_yaml, utf8_text
 from bench_pipeline.formats.git import is_git_repo, rev_parse
 from bench_pipeline.formats.model import (
     ASSERT_TYPES,
@@ -203,10 +203,7 @@ def read_yaml(path: Path, factory: FactoryView | None = None) -> dict[str, Any]:
         except yaml.YAMLError:
             data = yaml.safe_load(text)  # the pure-Python parser's wording for the problem
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BenchInputError(shown, None, f"malformed YAML{where}: {problem}") from None
+        raise BenchInputError(shown, None, malformed_yaml(exc)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -28,7 +28,12 @@ from typing import Any
 
 import yaml
 
-from bench_pipeline.formats.errors import BenchInputError, closest, read_input_text
+from bench_pipeline.formats.errors import (
+    BenchInputError,
+    closest,
+    malformed_yaml,
+    read_input_text,
+)
 from bench_pipeline.formats.model import ID_PATTERN, valid_id
 from bench_pipeline.formats.vocabulary import SCORE_ERROR, SCORE_NOT_SCORED
 from bench_pipeline.scorers.base import (
@@ -76,7 +81,7 @@ def load_command_spec(path: Path) -> dict[str, Any]:
     try:
         spec = yaml.safe_load(read_input_text(path))
     except yaml.YAMLError as exc:
-        raise BenchInputError(path, None, f"invalid YAML: {exc}") from None
+        raise BenchInputError(path, None, malformed_yaml(exc)) from None
     if not isinstance(spec, dict):
         raise BenchInputError(path, None, "expected a mapping with a 'command' key")
     for key in spec:
