@@ -14,7 +14,8 @@ p-value, the one statistic whose code changed (no SciPy), is checked against Sci
 modules identical to the product's, and a copy that freezes every table's behaviour forever.)
 
 Where a table function itself was rewritten for speed, the oracle keeps what it replaced: the
-recommendations below are the pandas version of `results.recommend` (commit 73a2e45), and the
+recommendations below are the pandas version of `results.recommend` (commit 73a2e45, with its
+later rule that no pick goes to a config that scored 0), and the
 paired comparison is every config's `paired_comparison` (the general merge-based route), not
 `compare_all`'s fast path; the config table and the table by tag are previous_config_table.py's;
 the grid's lists of trial ids (cut from Arrow's strings since) are a pandas groupby's.
@@ -174,6 +175,7 @@ def recommend(table: pd.DataFrame) -> dict:
         rank = rows.assign(_cost=rows["avg_cost_usd"].where(cost_known, np.inf)).sort_values(
             ["overall", "_cost", "config_id"], ascending=[False, True, True]
         )
+    if len(rank) and rank.iloc[0]["overall"] > 0:
         best = rank.iloc[0]
         result["best_quality"] = {
             "config_id": best["config_id"],
@@ -196,13 +198,10 @@ def recommend(table: pd.DataFrame) -> dict:
             "overall": float(top["overall"]),
             "avg_cost_usd": float(top["avg_cost_usd"]),
         }
-    cheap = candidates.loc[
-        (candidates["cost_coverage"].fillna(0) >= 1 - EPS) & candidates["avg_cost_usd"].notna()
-    ]
+    cheap = rows.loc[cost_known & (rows["overall"] > 0)]
     if len(cheap):
-        cheap = cheap.assign(_o=cheap["overall"].fillna(-np.inf))
         top = cheap.sort_values(
-            ["avg_cost_usd", "_o", "config_id"], ascending=[True, False, True]
+            ["avg_cost_usd", "overall", "config_id"], ascending=[True, False, True]
         ).iloc[0]
         result["lowest_cost"] = {
             "config_id": top["config_id"],
@@ -216,7 +215,7 @@ def recommend(table: pd.DataFrame) -> dict:
     result["controls"] = sorted(table.loc[controls, "config_id"].astype(str))
     result["comparable"], result["comparable_note"] = _comparability(table)
     result["overlap"], result["overlap_note"] = False, None
-    if len(rank) >= 2:
+    if len(rank) >= 2 and result["best_quality"] is not None:
         first, second = rank.iloc[0], rank.iloc[1]
         lows = (first["overall_ci_low"], second["overall_ci_low"])
         highs = (first["overall_ci_high"], second["overall_ci_high"])

@@ -2,12 +2,14 @@
 
 `recommend(table) -> dict` (JSON-ready):
 - `best_quality`: {config_id, overall, avg_cost_usd} — highest overall (ties: lower known
-  cost, then config_id);
+  cost, then config_id), above 0;
 - `most_efficient`: {config_id, overall_per_usd, overall, avg_cost_usd} — highest overall per
   dollar among configs with full cost coverage and overall > 0; a known cost of $0 with a
   score above 0 wins outright (`overall_per_usd` None: free);
 - `lowest_cost`: {config_id, avg_cost_usd, overall} — lowest avg cost among configs with full
-  cost coverage (ties: higher overall);
+  cost coverage and overall > 0 (ties: higher overall);
+  no pick goes to a config that scored 0 (or has no score): failing every task is never
+  the best, the cheapest or the most efficient way to do the work;
   each is None when no config qualifies, and `reasons[kind]` then says why;
 - controls (`is_control` in the table: the oracle and the do-nothing agent) are never picked;
   `controls` lists them;
@@ -101,7 +103,7 @@ def recommend(table: pd.DataFrame) -> dict:
         rows.tolist(),
         key=lambda i: (-overall[i], cost[i] if cost_known[i] else np.inf, ids[i]),
     )
-    if rank:
+    if rank and overall[rank[0]] > 0:
         best = rank[0]
         result["best_quality"] = {
             "config_id": ids[best],
@@ -124,10 +126,9 @@ def recommend(table: pd.DataFrame) -> dict:
             "overall": float(overall[top]),
             "avg_cost_usd": float(cost[top]),
         }
-    cheap = np.flatnonzero(candidate & full_all & ~np.isnan(cost)).tolist()
+    cheap = [i for i in rows.tolist() if cost_known[i] and overall[i] > 0]
     if cheap:
-        lowest = np.where(np.isnan(overall), -np.inf, overall)
-        top = sorted(cheap, key=lambda i: (cost[i], -lowest[i], ids[i]))[0]
+        top = sorted(cheap, key=lambda i: (cost[i], -overall[i], ids[i]))[0]
         result["lowest_cost"] = {
             "config_id": ids[top],
             "avg_cost_usd": float(cost[top]),
@@ -147,7 +148,7 @@ def recommend(table: pd.DataFrame) -> dict:
     result["controls"] = sorted(str(ids[i]) for i in np.flatnonzero(controls))
     result["comparable"], result["comparable_note"] = _comparability(table)
     result["overlap"], result["overlap_note"] = False, None
-    if len(rank) >= 2:
+    if len(rank) >= 2 and result["best_quality"] is not None:
         first, second = rank[0], rank[1]
         low, high = _floats(table, "overall_ci_low"), _floats(table, "overall_ci_high")
         lows = (low[first], low[second])
@@ -177,10 +178,11 @@ def _why_none(
         return f"every configuration is a control ({', '.join(map(str, table['config_id']))}); controls are never recommended"
     if rows.empty:
         return "no candidate configuration has a score yet"
-    if kind == "best_quality":
-        return "no candidate configuration has a score yet"
+    above = rows["overall"].to_numpy(dtype=float, na_value=np.nan) > 0
+    if not above.any():
+        return f"no candidate scored above 0 ({', '.join(map(str, rows['config_id']))})"
     unknown = sorted(rows.loc[~cost_known, "config_id"].astype(str))
-    if kind == "lowest_cost" or not bool(cost_known.any()):
+    if not bool(cost_known.any()):
         return f"no candidate has a fully known cost (unknown for {', '.join(unknown)})"
     return "no candidate with a fully known cost scored above 0" + (
         f" (cost unknown for {', '.join(unknown)})" if unknown else ""
