@@ -81,6 +81,15 @@ def test_a_grader_changed_by_the_agent_invalidates_the_trial(
     row = json.loads(out)["config_table"][0]
     # Invalidated is not a pass and not the agent's failure: the trial is not scored.
     assert row["scored_checks"] == 0 and row["of_checks"] == 1
+    # The text says so too: the failed result check, and why the cell is not scored.
+    code, out, err = run_bench("results", home=bench_home)
+    assert code == 0, err
+    assert (
+        "check grader_integrity failed (error); expected: No trial was invalidated by a changed "
+        f"grader file. (invalidated_trials=1, trials={trial['trial_id']})"
+    ) in out
+    assert f"  tamper · checks: 1 of 1 (1 not_scored)\n    e.g. {trial['trial_id']} (not_scored): " in out
+    assert "trial not scored: outcome invalidated" in out
     # The factory's own grader is untouched.
     grader = factory / "benchmarks/invoices/graders"
     assert all("sys.exit(0)\n" != p.read_text() for p in grader.glob("*.py"))

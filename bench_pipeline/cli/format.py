@@ -93,6 +93,109 @@ def render_config_table(table: pd.DataFrame) -> str:
     return out
 
 
+# How much of a reason the text shows (a reason carries a check's description and a grader's
+# error), and how many (config, scorer) pairs: `--json` and the explorer keep all of it.
+REASON_CHARS = 200
+UNSCORED_PAIRS = 20
+
+
+def render_unscored(cells: pd.DataFrame, table: pd.DataFrame, run_id: str) -> str:
+    """Per config and scorer, how many trials were not scored and why (`results.unscored`):
+    the gap the config table shows as `n/of`, in words: the count per status and the reason of
+    the most trials, with one trial it applies to. Empty when there is none."""
+    if cells.empty:
+        return ""
+    of = {}
+    for _, r in table.iterrows():
+        for s in scorer_names(table):
+            if f"of_{s}" in table and not pd.isna(r.get(f"of_{s}")):
+                of[(str(r["config_id"]), s)] = int(r[f"of_{s}"])
+    lines = ["Not scored (never counted against the agent):"]
+    pairs = list(cells.groupby(["config_id", "scorer"], sort=False))
+    for (config, scorer), part in pairs[:UNSCORED_PAIRS]:
+        known = of.get((str(config), str(scorer)))
+        by_status = part.groupby("status", sort=False)["trials"].sum()
+        statuses = ", ".join(f"{int(n)} {status}" for status, n in by_status.items())
+        lines.append(
+            f"  {config} · {scorer}: {int(part['trials'].sum())}"
+            + (f" of {known}" if known else "")
+            + f" ({statuses})"
+        )
+        top = part.iloc[0]  # (the reason of the most trials: cells are ordered so)
+        reason = str(top["reason"]) or "(no reason given)"
+        if len(reason) > REASON_CHARS:
+            reason = reason[: REASON_CHARS - 1] + "…"
+        others = part["reason"].nunique() - 1
+        more = f"; {others} other reason(s)" if others else ""
+        lines.append(f"    e.g. {top['example_trial_id']} ({top['status']}): {reason}{more}")
+    if len(pairs) > UNSCORED_PAIRS or len(cells) > len(pairs):
+        rest = len(pairs) - UNSCORED_PAIRS
+        lines.append(
+            (f"  and {rest} more config · scorer pairs; " if rest > 0 else "  ")
+            + f"every reason: `bench results {run_id} --json`, under unscored"
+        )
+    return "\n".join(lines)
+
+
+def render_regressions(regressions: pd.DataFrame, baseline_run_id: str | None) -> str:
+    """Each config's verdict against the pinned baseline: what the Δ columns mean (a drop
+    within noise is not a regression). Empty when nothing was compared."""
+    if baseline_run_id is None or regressions.empty:
+        return ""
+    lines = [f"Against baseline {baseline_run_id}:"]
+    for _, r in regressions.iterrows():
+        metric = str(r["metric"])
+        shown = money if metric == "cost" else _num
+        regressed = False if pd.isna(r.get("regressed")) else bool(r.get("regressed"))
+        note, verdict, tol = r.get("note"), r.get("verdict"), r.get("tolerance")
+        tolerance = (
+            ""
+            if pd.isna(tol)
+            else f"tolerance +{float(tol):.0%}"
+            if metric == "cost"
+            else f"tolerance {float(tol):.3g}"
+        )
+        head = f"  {r['config_id']} · {metric} {shown(r.get('baseline'))} -> {shown(r.get('current'))}: "
+        if isinstance(note, str):  # (its own sentence: within noise, or why not compared)
+            lines.append(head + ("REGRESSION; " if regressed else "") + note)
+            continue
+        label = (
+            "REGRESSION"
+            if regressed
+            else str(verdict)
+            if isinstance(verdict, str)
+            else "within tolerance"
+        )
+        detail = tolerance
+        if metric == "overall" and not pd.isna(r.get("p_value")):
+            detail += (
+                f"; change {float(r['effect']):+.3f} over {int(r['tasks_compared'])} tasks "
+                f"(95% CI {_num(r.get('ci_low'))} to {_num(r.get('ci_high'))}), "
+                f"p = {float(r['p_value']):.3g}"
+            )
+        lines.append(head + label + (f" ({detail})" if detail else ""))
+    return "\n".join(lines)
+
+
+def render_failed_checks(checks: list[dict[str, Any]], shown_elsewhere: tuple[str, ...]) -> str:
+    """The result checks that failed (`results.verdicts`), one line each, but for those the
+    text already says in its own words (`shown_elsewhere`). Empty when none is left."""
+    lines = []
+    for check in checks:
+        if check.get("passed") or check["check"] in shown_elsewhere:
+            continue
+        details = ", ".join(
+            f"{k}={v}"
+            for k, v in check.items()
+            if k not in ("check", "passed", "severity", "description") and v not in ("", None)
+        )
+        lines.append(
+            f"check {check['check']} failed ({check['severity']}); expected: {check['description']}"
+            + (f" ({details})" if details else "")
+        )
+    return "\n".join(lines)
+
+
 def render_recommendations(recs: dict[str, Any]) -> str:
     lines = []
     for kind, label in (

@@ -14,12 +14,24 @@ from bench_pipeline.runs.benchmark_run import run_exists
 
 
 def show_results(
-    args: argparse.Namespace, paths: Any, run_id: str, fail_on_error: bool = False
+    args: argparse.Namespace,
+    paths: Any,
+    run_id: str,
+    fail_on_error: bool = False,
+    fail_on_regression: bool = False,
 ) -> int:
-    from bench_pipeline.cli.format import render_config_table, render_recommendations
+    from bench_pipeline.cli.format import (
+        render_config_table,
+        render_failed_checks,
+        render_recommendations,
+        render_regressions,
+        render_unscored,
+    )
     from bench_pipeline.formats.vocabulary import FAILED_OUTCOMES
+    from bench_pipeline.results.verdicts import COST_COVERAGE, REGRESSION_TOLERANCE
     from bench_pipeline.runs.derived import compute_derived, load_derived, result_verdicts
     from bench_pipeline.runs.status import isolation_summary, progress_note
+    from bench_pipeline.runs.unscored import unscored
 
     baseline = getattr(args, "baseline", None)
     if baseline not in (None, "none") and not run_exists(paths.warehouse, baseline):
@@ -40,13 +52,18 @@ def show_results(
     table = derived.tables["config_table"]
     trials = paths.warehouse.read("trials", run_id)
     failed = trials[trials["outcome"].isin(FAILED_OUTCOMES)]
+    unscored_cells = unscored(paths.warehouse, run_id)
+    regressions = derived.tables["regressions"]
     out_file = getattr(args, "out", None)
+    checks = [v.as_dict() for v in result_verdicts(paths.warehouse, derived)]
     payload = {
         "run": {**derived.meta(), **({"progress": running} if running else {})},
         "config_table": common.records(table),
         "recommendations": derived.recommendations,
-        "checks": [v.as_dict() for v in result_verdicts(paths.warehouse, derived)],
+        "checks": checks,
         "isolation": isolation_summary(trials),
+        "unscored": common.records(unscored_cells),
+        "regressions": common.records(regressions),
     }
     if getattr(args, "by_tag", False):
         payload["by_tag"] = common.records(derived.tables["config_table_by_tag"])
@@ -66,6 +83,14 @@ def show_results(
             print(render_isolation(row))
         print()
         print(render_config_table(table))
+        for block in (
+            render_unscored(unscored_cells, table, run_id),
+            render_regressions(regressions, derived.baseline_run_id),
+            # (the unknown-cost block and the baseline's say these two in their own words)
+            render_failed_checks(checks, (COST_COVERAGE, REGRESSION_TOLERANCE)),
+        ):
+            if block:
+                print("\n" + block)
         print("\nRecommendations:")
         print(render_recommendations(derived.recommendations))
         if getattr(args, "by_tag", False):
@@ -78,6 +103,14 @@ def show_results(
         )
     if fail_on_error and len(failed):
         print(f"{len(failed)} trial(s) failed (agent error, timeout or budget)", file=sys.stderr)
+        return common.EXIT_FAILED
+    regressed = [c for c in checks if c["check"] == REGRESSION_TOLERANCE and not c["passed"]]
+    if fail_on_regression and regressed:
+        print(
+            f"{regressed[0]['regressions']} regression(s) against baseline "
+            f"{derived.baseline_run_id}",
+            file=sys.stderr,
+        )
         return common.EXIT_FAILED
     return common.EXIT_OK
 
@@ -99,7 +132,11 @@ def cmd_results(args: argparse.Namespace) -> int:
             )
         return common.EXIT_OK
     return show_results(
-        args, paths, common.run_id_of(args, paths), fail_on_error=args.fail_on_error
+        args,
+        paths,
+        common.run_id_of(args, paths),
+        fail_on_error=args.fail_on_error,
+        fail_on_regression=args.fail_on_regression,
     )
 
 
@@ -165,6 +202,11 @@ def register(add: common.AddCommand) -> None:
     res.add_argument("--list", action="store_true", help="list every run in the warehouse")
     res.add_argument("--out", help="also write the results as JSON to this file")
     res.add_argument("--fail-on-error", action="store_true", help="exit 1 when any trial failed")
+    res.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a config regressed against the baseline (the regression_tolerance check)",
+    )
 
     rep = add("report", cmd_report)
     rep.add_argument("run", nargs="?")

@@ -207,7 +207,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         # Agent files that changed while the run was in progress: the results say so.
         mark_finished(paths.warehouse, run.run_id, status, agent_drift=agent_drift(run))
-    return show_results(args, paths, run.run_id, fail_on_error=args.fail_on_error)
+    return show_results(
+        args,
+        paths,
+        run.run_id,
+        fail_on_error=args.fail_on_error,
+        fail_on_regression=args.fail_on_regression,
+    )
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -278,6 +284,11 @@ def register(add: common.AddCommand) -> None:
     )
     r.add_argument("--out", help="also write the results as JSON to this file")
     r.add_argument("--fail-on-error", action="store_true", help="exit 1 when any trial failed")
+    r.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a config regressed against the suite's pinned baseline",
+    )
     r.add_argument(
         "--max-cost",
         type=non_negative_usd,

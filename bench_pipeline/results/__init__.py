@@ -43,6 +43,7 @@ _HOME = {
     "clustered_ci_by": "uncertainty",
     "clustered_mean_ci": "uncertainty",
     "naive_mean_ci": "uncertainty",
+    "unscored_cells": "unscored",
     "pass_at_k": "uncertainty",
     "pass_hat_k": "uncertainty",
     "pass_k_by": "uncertainty",
