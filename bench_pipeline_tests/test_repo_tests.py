@@ -56,6 +56,22 @@ AGENTS = {
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
     "(ws / 'conftest.py').write_text('import not_a_module_anywhere\\n')",
     # fixes dasherize, breaks humanize (PASS_TO_PASS), on every attempt
+    # Forgers: each leaves dasherize as it is and makes pytest report a pass another way.
+    "forge-conftest": "(ws / 'conftest.py').write_text(FORGE)",
+    "forge-ini": "(ws / 'forge_plugin.py').write_text(FORGE)\n"
+    "(ws / 'pytest.ini').write_text('[pytest]\\naddopts = -p forge_plugin\\n')",
+    "forge-pyproject": "(ws / 'forge_plugin.py').write_text(FORGE)\n"
+    "(ws / 'pyproject.toml').write_text('[tool.pytest.ini_options]\\naddopts = \"-p forge_plugin\"\\n')",
+    # the right fix, plus a conftest.py of its own (a fixture): still graded as the fix
+    "fix-conftest": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
+    "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
+    "(ws / 'conftest.py').write_text('import pytest\\n\\n@pytest.fixture\\ndef word():\\n    return 1\\n')",
+    # the right fix, plus a conftest.py whose hook crashes pytest itself (INTERNALERROR, exit
+    # 3, which alone reads as a fault of the grader): the repo's tests cannot run
+    "crash-conftest": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
+    "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
+    "(ws / 'conftest.py').write_text('def pytest_runtest_makereport(item, call):\\n"
+    '    raise RuntimeError("boom")\\n\')',
     "breaker": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1).replace("
     '"word = re.sub(r\\"_id$\\", \\"\\", word)", "return word", 1))',
@@ -73,6 +89,19 @@ AGENTS = {
 }
 
 
+# A pytest hook that reports every test as passed, whatever it did.
+FORGE = """
+import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    report.longrepr = None
+"""
+
+
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -82,7 +111,7 @@ def _write(path: Path, text: str) -> Path:
 def make_factory(tmp: Path, repo: Path, base: str, fix: str, upstream_tests: Path) -> Path:
     factory = tmp / "factory"
     for name, body in AGENTS.items():
-        script = _write(tmp / "agents-src" / f"{name}.py", LOOK + body + "\n")
+        script = _write(tmp / "agents-src" / f"{name}.py", f"FORGE = {FORGE!r}\n{LOOK}{body}\n")
         _write(
             factory / "agents" / f"{name}.yaml",
             f"kind: command\ncommand: [python, '{script}', '{{prompt_file}}']\n"
@@ -650,3 +679,87 @@ def test_bad_tests_keys_are_one_line_errors(
     code, _, err = run_bench("validate", str(factory), home=bench_home)
     assert code == 2 and "findings" in err
     assert sys.executable  # the harness interpreter runs `python` in every command above
+
+
+def test_a_test_report_forged_by_pytest_plumbing_the_agent_added_is_not_believed(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    """pytest reads conftest.py and its ini files from the test files' folders and above: an
+    agent that writes one can turn every failure into a pass. They are graded as the base
+    commit has them; the agent's own stay in its diff."""
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    forgers = ["forge-conftest", "forge-ini", "forge-pyproject"]
+    others = ["fix-conftest", "crash-conftest"]
+    path = launch(factory, "forge", [f"{{id: {n}, agent: {n}}}" for n in [*forgers, *others]])
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    scores = _scores(bench_home)
+    for name in forgers:
+        row = scores[(name, "tests")]
+        assert row["status"] == "scored" and row["value"] == 0.0, (name, row)
+        assert infl.DASHERIZE_IDS[0] in row["reason"], (name, row)
+        assert scores[(name, "checks")]["value"] == 0.0
+    # Each reason says the tests ran twice, and with which files as before the agent.
+    for name, file in zip(forgers, ["conftest.py", "pytest.ini", "pyproject.toml"], strict=True):
+        assert (
+            f"(run twice, the second time with {file} as before the agent"
+            in (scores[(name, "tests")]["reason"])
+        )
+    # A conftest.py of the agent's own that forges nothing does not cost the right fix.
+    assert scores[("fix-conftest", "tests")]["value"] == 1.0
+    assert scores[("fix-conftest", "checks")]["value"] == 1.0
+    # One that crashes pytest: the right fix, but the repo's tests cannot run with the agent's
+    # conftest.py (exit 3, alone a grader fault): 0, never unscored.
+    row = scores[("crash-conftest", "tests")]
+    assert row["status"] == "scored" and row["value"] == 0.0, row
+    assert "with the agent's conftest.py, the tests cannot run" in row["reason"]
+    # What the agent wrote is its work: in its diff, and the evidence names what was set aside.
+    evidence = bench_home / "evidence"
+    (forger,) = evidence.rglob("forge-ini/rep1")
+    diff = (forger / "changes.patch").read_text()
+    assert "b/pytest.ini" in diff and "b/forge_plugin.py" in diff
+    summary = json.loads((forger / "tests.json").read_text())
+    assert summary["plumbing_as_before_the_agent"] == ["pytest.ini"]
+    # both runs' reports, and the log of both
+    assert (forger / "attempt1" / "tests" / "junit.xml").is_file()
+    assert (forger / "attempt1" / "tests" / "plumbing-as-before" / "junit.xml").is_file()
+    log = (forger / "attempt1" / "tests" / "output.log").read_text()
+    assert "--- again, with pytest.ini as before the agent ---" in log
+    assert summary["still_failing"] == list(infl.DASHERIZE_IDS)
+
+
+def test_grading_files_are_never_written_through_a_symlink_out_of_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """The harness places hidden tests and pytest's files in a workspace the agent shaped: a
+    folder it made a symlink to elsewhere is set aside while grading, not written through; a
+    symlink that stays inside (a repository's own) is used as it is; all comes back after."""
+    from bench_pipeline.scorers.tests import SwappedFiles
+
+    ws, outside = tmp_path / "repo", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (outside / "test_x.py").write_text("not the harness's to touch")
+    (ws / "tests").symlink_to(outside)  # the agent's
+    (ws / "inside").mkdir()
+    (ws / "linked").symlink_to(ws / "inside")  # within the workspace
+    (ws / "conftest.py").write_text("the agent's")
+
+    swap = SwappedFiles(ws)
+    swap.put("tests/test_x.py", b"hidden")
+    swap.put("linked/test_y.py", b"hidden too")
+    swap.put("conftest.py", None)
+    assert (outside / "test_x.py").read_text() == "not the harness's to touch"
+    assert (
+        not (ws / "tests").is_symlink() and (ws / "tests" / "test_x.py").read_bytes() == b"hidden"
+    )
+    assert (ws / "inside" / "test_y.py").read_bytes() == b"hidden too"
+    assert not (ws / "conftest.py").exists()
+
+    swap.restore()
+    assert (ws / "tests").is_symlink() and (ws / "tests").resolve() == outside
+    assert [p.name for p in outside.iterdir()] == ["test_x.py"]
+    assert not (ws / "inside" / "test_y.py").exists()
+    assert (ws / "conftest.py").read_text() == "the agent's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "repo"]  # nothing left aside

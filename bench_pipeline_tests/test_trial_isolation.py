@@ -88,7 +88,10 @@ def test_a_grader_changed_by_the_agent_invalidates_the_trial(
         "check grader_integrity failed (error); expected: No trial was invalidated by a changed "
         f"grader file. (invalidated_trials=1, trials={trial['trial_id']})"
     ) in out
-    assert f"  tamper · checks: 1 of 1 (1 not_scored)\n    e.g. {trial['trial_id']} (not_scored): " in out
+    assert (
+        f"  tamper · checks: 1 of 1 (1 not_scored)\n    e.g. {trial['trial_id']} (not_scored): "
+        in out
+    )
     assert "trial not scored: outcome invalidated" in out
     # The factory's own grader is untouched.
     grader = factory / "benchmarks/invoices/graders"

@@ -27,7 +27,9 @@ beside the 0/1 score, not counted twice) and the per-test lists in its details.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +75,7 @@ class TestsRun:
     duration_seconds: float = 0.0
     output: str = ""
     command: list[str] = field(default_factory=list)  # the runner's argv as run
+    reverted: list[str] = field(default_factory=list)  # plumbing run as before the agent
 
     def ids(self, outcome_list: str, passing: bool) -> list[str]:
         return [
@@ -99,6 +102,7 @@ class TestsRun:
             "exit_code": self.exit_code,
             "timed_out": self.timed_out,
             "command": self.command,
+            "plumbing_as_before_the_agent": self.reverted,
             "tests": self.tests,
         }
 
@@ -149,35 +153,128 @@ def changed_hidden(dest: Path, hashes: dict[str, str]) -> list[str]:
     ]
 
 
-class _Placed:
-    """The hidden files copied into a workspace; `restore` puts back what was there."""
+class SwappedFiles:
+    """Files put in place in a workspace while its tests run, and taken out again. What the
+    agent had at a path (a file, a symlink, a folder) is moved aside whole and moved back by
+    `restore`, so its work comes back exactly as it left it. Nothing is written through a
+    symlink that leads out of the workspace: such a folder on the way (or a file where a
+    folder must be) is moved aside too, and a real folder takes its place meanwhile."""
 
-    def __init__(self, workspace: Path, source: Path, files: tuple[str, ...]):
-        self.saved: dict[Path, bytes | None] = {}
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.inside = workspace.resolve()
+        self.aside: Path | None = None  # a folder beside the workspace, same filesystem
+        self.moved: list[tuple[Path, Path]] = []  # (the agent's path, where it waits)
+        self.written: list[Path] = []
         self.made: list[Path] = []
-        for rel in files:
-            dst = workspace / rel
-            if dst not in self.saved:
-                self.saved[dst] = dst.read_bytes() if dst.is_file() else None
-            parent, missing = dst.parent, []
-            while not parent.exists():
-                missing.append(parent)
-                parent = parent.parent
-            self.made.extend(reversed(missing))
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_dir() or dst.is_symlink():
-                # the agent put something else here: the test file replaces it while grading
-                shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
-            shutil.copyfile(source / rel, dst)
+
+    def put(self, rel: str, data: bytes | None) -> None:
+        """`rel` holds `data` until `restore` (None: nothing is there)."""
+        dst = self.workspace / rel
+        self._real_folders(dst.parent)
+        if dst.is_symlink() or dst.exists():
+            self._set_aside(dst)
+        if data is not None:
+            dst.write_bytes(data)
+            self.written.append(dst)
+
+    def _real_folders(self, folder: Path) -> None:
+        here = self.workspace
+        for part in folder.relative_to(self.workspace).parts:
+            here = here / part
+            leads_out = here.is_symlink() and not here.resolve().is_relative_to(self.inside)
+            if leads_out or (here.exists() and not here.is_dir()):
+                self._set_aside(here)
+            if not here.exists():
+                here.mkdir()
+                self.made.append(here)
+
+    def _set_aside(self, path: Path) -> None:
+        if self.aside is None:
+            self.aside = Path(tempfile.mkdtemp(prefix=".grading-", dir=self.workspace.parent))
+        spot = self.aside / str(len(self.moved))
+        os.rename(path, spot)
+        self.moved.append((path, spot))
 
     def restore(self) -> None:
-        for dst, data in self.saved.items():
-            if data is None:
-                dst.unlink(missing_ok=True)
-            else:
-                dst.write_bytes(data)
-        for d in reversed(self.made):
-            shutil.rmtree(d, ignore_errors=True)
+        for path in reversed(self.written):
+            path.unlink(missing_ok=True)
+        for folder in reversed(self.made):
+            shutil.rmtree(folder, ignore_errors=True)
+        for path, spot in reversed(self.moved):
+            os.rename(spot, path)
+        if self.aside is not None:
+            shutil.rmtree(self.aside, ignore_errors=True)
+
+
+# pytest reads these from each test file's folder and every folder above it. An agent that adds
+# or edits one can turn every failure into a pass (a conftest.py hook that rewrites reports, an
+# ini file's `addopts = -p` naming a plugin of its own), so the hidden tests run with each as
+# the workspace had it before the agent's first attempt (absent, if it had none), unless the
+# task's reference patch changes it (the tests were validated against that version). The
+# agent's own come back afterwards: its diff and its next attempt see its work.
+PLUMBING = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def plumbing_paths(test_files: list[str]) -> list[str]:
+    """The workspace paths pytest would read plumbing from for `test_files`."""
+    folders = {""}
+    for rel in test_files:
+        parts = PurePosixPath(rel).parent.parts
+        folders.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return sorted(f"{d}/{name}" if d else name for d in folders for name in PLUMBING)
+
+
+@dataclass(frozen=True)
+class Plumbing:
+    """pytest's plumbing files (`PLUMBING`) as a workspace had them before the agent ran: the
+    content by path, None where there was none. Kept by the harness, out of the agent's reach."""
+
+    files: dict[str, bytes | None]
+
+    @classmethod
+    def snapshot(cls, workspace: Path, spec: TestsSpec, reference_patch: str | None) -> Plumbing:
+        keep = patch_paths(reference_patch) if reference_patch else frozenset()
+        ids = (*spec.fail_to_pass, *spec.pass_to_pass, *spec.flaky)
+        test_files = list(dict.fromkeys(test_file(t) for t in ids))
+        files: dict[str, bytes | None] = {}
+        for rel in plumbing_paths(test_files):
+            entry = _entry(workspace / rel)
+            # (the hidden files are placed anyway; a symlink or folder by the name is the repo's)
+            if rel not in spec.files and rel not in keep and not isinstance(entry, _Other):
+                files[rel] = entry
+        return cls(files)
+
+
+def patch_paths(patch: str) -> frozenset[str]:
+    """The paths a unified diff changes (both sides of a rename)."""
+    paths = set()
+    for line in patch.splitlines():
+        for prefix, side in (("--- ", "a/"), ("+++ ", "b/")):
+            if line.startswith(prefix):
+                name = _unquote(line[len(prefix) :].split("\t", 1)[0])
+                if name.startswith(side):
+                    paths.add(name[len(side) :])
+    return frozenset(paths)
+
+
+def _unquote(name: str) -> str:
+    """A path as git prints one with unusual characters: quoted, C escapes, octal bytes."""
+    if not (len(name) >= 2 and name[0] == name[-1] == '"'):
+        return name
+    raw = name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+    return raw.encode("latin-1").decode("utf-8", "replace")
+
+
+class _Other:
+    """A symlink or a folder where a plumbing file could be: equal to no content."""
+
+
+def _entry(path: Path) -> bytes | None | _Other:
+    """A plumbing path's content: its bytes when a regular file, None when absent."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return _Other()
+    return path.read_bytes() if path.exists() else None
 
 
 # --------------------------------------------------------------------------- JUnit XML
@@ -264,19 +361,54 @@ def run_tests(
     home: Path,
     out_dir: Path,
     cancelled: Callable[[], bool] | None = None,
+    plumbing: Plumbing | None = None,
 ) -> TestsRun:
-    """Copy the hidden files in, run the tests, read the report, restore the workspace."""
+    """Copy the hidden files in, run the tests, read the report, restore the workspace.
+
+    With `plumbing`, where the agent changed any of pytest's plumbing files (`PLUMBING`), the
+    tests run twice: as the agent left the workspace, and with those files as they were before
+    it. A test passes only if it passed both times: a conftest.py hook that forges passes
+    fails the second run, and one that breaks the test run (the agent's failure, never
+    unscored) fails the first."""
     changed = changed_hidden(hidden_dir, hidden_hashes)
     if changed:
         return TestsRun(INCONCLUSIVE, f"grader fault: hidden test files changed: {changed}")
+    ids = list(dict.fromkeys((*spec.fail_to_pass, *spec.pass_to_pass, *spec.flaky)))
+    as_left = _run_once(spec, ids, workspace, hidden_dir, home, out_dir, cancelled, None)
+    before = plumbing.files if plumbing is not None else {}
+    touched = [rel for rel, data in before.items() if _entry(workspace / rel) != data]
+    if not touched or (cancelled is not None and cancelled()):
+        return as_left
+    assert plumbing is not None
+    out_dir = out_dir / "plumbing-as-before"
+    as_before = _run_once(spec, ids, workspace, hidden_dir, home, out_dir, cancelled, plumbing)
+    return _both(as_left, as_before, touched)
+
+
+def _run_once(
+    spec: TestsSpec,
+    ids: list[str],
+    workspace: Path,
+    hidden_dir: Path,
+    home: Path,
+    out_dir: Path,
+    cancelled: Callable[[], bool] | None,
+    plumbing: Plumbing | None,
+) -> TestsRun:
+    """One run of the tests: the hidden files placed (and with `plumbing`, pytest's plumbing
+    files as it has them), the report read, the workspace put back."""
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
     junit.unlink(missing_ok=True)
-    ids = list(dict.fromkeys((*spec.fail_to_pass, *spec.pass_to_pass, *spec.flaky)))
-    placed = _Placed(workspace, hidden_dir, spec.files)
+    placed = SwappedFiles(workspace)
     try:
+        for rel in spec.files:
+            placed.put(rel, (hidden_dir / rel).read_bytes())
         files = list(dict.fromkeys(test_file(t) for t in ids))
         present = [f for f in files if (workspace / f).is_file()]
+        for rel, data in (plumbing.files if plumbing is not None else {}).items():
+            if _entry(workspace / rel) != data:
+                placed.put(rel, data)
         # grader_env turns plugin autoload off; `plugins: true` turns it back on
         overrides = [("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)] if spec.plugins else []
         overrides += list(spec.env)
@@ -296,6 +428,52 @@ def run_tests(
     return grade(spec, ids, result, junit if junit.is_file() else None, present)
 
 
+def _both(as_left: TestsRun, as_before: TestsRun, touched: list[str]) -> TestsRun:
+    """The verdict of the two runs of `run_tests`: per test, the outcome of the run where it
+    did not pass. A run that is inconclusive only with the agent's files (the other ran) is
+    the agent's doing: every test that passed without them fails with them."""
+    files = ", ".join(touched)
+    merged = {
+        "exit_code": as_before.exit_code,
+        "timed_out": as_left.timed_out or as_before.timed_out,
+        "duration_seconds": round(as_left.duration_seconds + as_before.duration_seconds, 4),
+        "output": f"{as_left.output}\n--- again, with {files} as before the agent ---\n"
+        f"{as_before.output}",
+        "command": as_before.command,
+        "reverted": touched,
+    }
+    if as_before.status == INCONCLUSIVE:
+        return TestsRun(INCONCLUSIVE, as_before.reason, as_before.tests, **merged)
+    if as_left.status == INCONCLUSIVE:
+        why = f"with the agent's {files}, the tests cannot run ({as_left.reason})"
+        tests = [
+            {**t, "outcome": T_ERROR, "message": why} if t["outcome"] == T_PASSED else t
+            for t in as_before.tests
+        ]
+    else:
+        left = {t["test_id"]: t for t in as_left.tests}
+        tests = [
+            left.get(t["test_id"], t) if t["outcome"] == T_PASSED else t for t in as_before.tests
+        ]
+        failed_only_as_left = any(
+            t["outcome"] == T_PASSED and left.get(t["test_id"], t)["outcome"] != T_PASSED
+            for t in as_before.tests
+        )
+        why = f"with the agent's {files}: {as_left.reason}" if failed_only_as_left else ""
+    graded = [t for t in tests if t["list"] != FLAKY]
+    bad = [t for t in graded if t["outcome"] != T_PASSED]
+    note = (
+        f"(run twice, the second time with {files} as before the agent: a test passes only if "
+        "it passed both times)"
+    )
+    if not bad:
+        return TestsRun(PASSED, f"all {len(graded)} graded tests passed {note}", tests, **merged)
+    shown = ", ".join(f"{t['test_id']} ({t['list']}: {t['outcome']})" for t in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    reason = f"{len(bad)}/{len(graded)} graded tests did not pass: {shown}{more} {note}"
+    return TestsRun(FAILED, reason + (f": {why}" if why else ""), tests, **merged)
+
+
 def run_whole_files(
     spec: TestsSpec,
     workspace: Path,
@@ -309,8 +487,10 @@ def run_whole_files(
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
     junit.unlink(missing_ok=True)
-    placed = _Placed(workspace, hidden_dir, spec.files)
+    placed = SwappedFiles(workspace)
     try:
+        for rel in spec.files:
+            placed.put(rel, (hidden_dir / rel).read_bytes())
         result = run_command(
             runner_argv(spec, run_files if run_files is not None else list(spec.files), junit),
             workspace,

@@ -286,6 +286,7 @@ class _TrialState:
         self.private_dir: Path | None = None
         self.hidden_dir: Path | None = None
         self.hidden_hashes: dict[str, str] = {}
+        self.plumbing: repo_tests.Plumbing | None = None
         hidden = set(spec.task.tests.suite_files) if spec.task.tests is not None else set()
         hidden -= {f for c in spec.task.checks for f in c.files}  # a check that names one sees it
         self.visible_hashes = {k: v for k, v in self.input_hashes.items() if k not in hidden}
@@ -327,6 +328,15 @@ class _TrialState:
                 self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
+            if task.tests is not None:  # (what pytest reads besides the tests, before the agent)
+                reference = self.inputs_dir / (task.reference_patch or "")
+                self.plumbing = repo_tests.Plumbing.snapshot(
+                    self.workspace,
+                    task.tests,
+                    reference.read_text(errors="replace")
+                    if task.reference_patch and reference.is_file()
+                    else None,
+                )
         state: dict[str, Any] = {}
         prompt = task.prompt
         for attempt in range(1, self.agent_spec.max_iterations + 1):
@@ -533,6 +543,7 @@ class _TrialState:
             self.home,
             self._private(f"attempt{attempt}/tests"),
             self.ctx.cancelled,
+            self.plumbing,
         )
         log = f"attempt{attempt}/tests/output.log"
         self._private(log).write_text(self.transcript.redact(run.output), encoding="utf-8")
