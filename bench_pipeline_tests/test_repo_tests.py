@@ -62,6 +62,10 @@ AGENTS = {
     "(ws / 'pytest.ini').write_text('[pytest]\\naddopts = -p forge_plugin\\n')",
     "forge-pyproject": "(ws / 'forge_plugin.py').write_text(FORGE)\n"
     "(ws / 'pyproject.toml').write_text('[tool.pytest.ini_options]\\naddopts = \"-p forge_plugin\"\\n')",
+    "forge-toml": "(ws / 'forge_plugin.py').write_text(FORGE)\n"
+    "(ws / 'pytest.toml').write_text('[pytest]\\naddopts = [\"-p\", \"forge_plugin\"]\\n')",
+    # forges, then deletes itself as pytest exits: the workspace looks untouched afterwards
+    "forge-vanish": "(ws / 'conftest.py').write_text(FORGE + VANISH)",
     # the right fix, plus a conftest.py of its own (a fixture): still graded as the fix
     "fix-conftest": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
@@ -101,6 +105,12 @@ def pytest_runtest_makereport(item, call):
     report.longrepr = None
 """
 
+VANISH = """
+def pytest_unconfigure(config):
+    import pathlib
+    pathlib.Path(__file__).unlink()
+"""
+
 
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +121,10 @@ def _write(path: Path, text: str) -> Path:
 def make_factory(tmp: Path, repo: Path, base: str, fix: str, upstream_tests: Path) -> Path:
     factory = tmp / "factory"
     for name, body in AGENTS.items():
-        script = _write(tmp / "agents-src" / f"{name}.py", f"FORGE = {FORGE!r}\n{LOOK}{body}\n")
+        script = _write(
+            tmp / "agents-src" / f"{name}.py",
+            f"FORGE = {FORGE!r}\nVANISH = {VANISH!r}\n{LOOK}{body}\n",
+        )
         _write(
             factory / "agents" / f"{name}.yaml",
             f"kind: command\ncommand: [python, '{script}', '{{prompt_file}}']\n"
@@ -689,7 +702,7 @@ def test_a_test_report_forged_by_pytest_plumbing_the_agent_added_is_not_believed
     commit has them; the agent's own stay in its diff."""
     repo, base, fix, upstream = fixture_repo
     factory = make_factory(tmp_path, repo, base, fix, upstream)
-    forgers = ["forge-conftest", "forge-ini", "forge-pyproject"]
+    forgers = ["forge-conftest", "forge-ini", "forge-pyproject", "forge-toml", "forge-vanish"]
     others = ["fix-conftest", "crash-conftest"]
     path = launch(factory, "forge", [f"{{id: {n}, agent: {n}}}" for n in [*forgers, *others]])
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
@@ -701,7 +714,8 @@ def test_a_test_report_forged_by_pytest_plumbing_the_agent_added_is_not_believed
         assert infl.DASHERIZE_IDS[0] in row["reason"], (name, row)
         assert scores[(name, "checks")]["value"] == 0.0
     # Each reason says the tests ran twice, and with which files as before the agent.
-    for name, file in zip(forgers, ["conftest.py", "pytest.ini", "pyproject.toml"], strict=True):
+    files = ["conftest.py", "pytest.ini", "pyproject.toml", "pytest.toml", "conftest.py"]
+    for name, file in zip(forgers, files, strict=True):
         assert (
             f"(run twice, the second time with {file} as before the agent"
             in (scores[(name, "tests")]["reason"])
@@ -763,3 +777,54 @@ def test_grading_files_are_never_written_through_a_symlink_out_of_the_workspace(
     assert not (ws / "inside" / "test_y.py").exists()
     assert (ws / "conftest.py").read_text() == "the agent's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "repo"]  # nothing left aside
+
+
+def test_grading_files_set_aside_dangling_and_looping_symlinks_and_undo_in_reverse(
+    tmp_path: Path,
+) -> None:
+    from bench_pipeline.scorers.tests import SwappedFiles
+
+    ws = tmp_path / "repo"
+    ws.mkdir()
+    (ws / "gone").symlink_to(ws / "nothing-here")  # dangling, pointing inside
+    (ws / "loop").symlink_to(ws / "loop")
+    (ws / "a").mkdir()
+    swap = SwappedFiles(ws)
+    swap.put("gone/test_x.py", b"hidden")
+    swap.put("loop/conftest.py", None)
+    swap.put("a/b/c.py", b"first")
+    swap.put("a/b", b"a file where a folder was just made")  # sets the folder aside
+    assert (ws / "gone" / "test_x.py").read_bytes() == b"hidden"
+    assert (ws / "a" / "b").read_bytes() == b"a file where a folder was just made"
+    swap.restore()
+    assert (ws / "gone").is_symlink() and not (ws / "gone").exists()
+    assert (ws / "loop").is_symlink()
+    assert [p.name for p in (ws / "a").iterdir()] == []  # nothing of the grading left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
+
+
+def test_the_paths_a_reference_patch_changes_include_empty_renamed_and_quoted_files() -> None:
+    from bench_pipeline.scorers.tests import patch_paths
+
+    patch = (
+        "diff --git a/pytest.ini b/pytest.ini\n"
+        "new file mode 100644\n"
+        "index 0000000..e69de29\n"
+        "diff --git a/old name.py b/new name.py\n"
+        "similarity index 100%\n"
+        "rename from old name.py\n"
+        "rename to new name.py\n"
+        'diff --git "a/q\\"\\342\\202\\254.py" "b/q\\"\\342\\202\\254.py"\n'
+        'index 1..2 100644\n--- "a/q\\"\\342\\202\\254.py"\n+++ "b/q\\"\\342\\202\\254.py"\n'
+        'diff --git "a/t\\"€.py" "b/t\\"€.py"\n'  # core.quotePath off: raw UTF-8 in quotes
+        "diff --git a/src/conftest.py b/src/conftest.py\n"
+        "deleted file mode 100644\n--- a/src/conftest.py\n+++ /dev/null\n"
+    )
+    assert patch_paths(patch) == {
+        "pytest.ini",
+        "old name.py",
+        "new name.py",
+        'q"€.py',
+        't"€.py',
+        "src/conftest.py",
+    }

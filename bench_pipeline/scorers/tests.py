@@ -157,16 +157,16 @@ class SwappedFiles:
     """Files put in place in a workspace while its tests run, and taken out again. What the
     agent had at a path (a file, a symlink, a folder) is moved aside whole and moved back by
     `restore`, so its work comes back exactly as it left it. Nothing is written through a
-    symlink that leads out of the workspace: such a folder on the way (or a file where a
-    folder must be) is moved aside too, and a real folder takes its place meanwhile."""
+    symlink unless it is a folder inside the workspace: any other symlink on the way (or a
+    file where a folder must be) is moved aside too, and a real folder takes its place."""
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
         self.inside = workspace.resolve()
         self.aside: Path | None = None  # a folder beside the workspace, same filesystem
-        self.moved: list[tuple[Path, Path]] = []  # (the agent's path, where it waits)
-        self.written: list[Path] = []
-        self.made: list[Path] = []
+        # every change in order, undone in reverse: ("wrote", path), ("made", folder) or
+        # ("moved", the agent's path, where it waits)
+        self.done: list[tuple[str, Path, Path | None]] = []
 
     def put(self, rel: str, data: bytes | None) -> None:
         """`rel` holds `data` until `restore` (None: nothing is there)."""
@@ -176,35 +176,47 @@ class SwappedFiles:
             self._set_aside(dst)
         if data is not None:
             dst.write_bytes(data)
-            self.written.append(dst)
+            self.done.append(("wrote", dst, None))
 
     def _real_folders(self, folder: Path) -> None:
         here = self.workspace
         for part in folder.relative_to(self.workspace).parts:
             here = here / part
-            leads_out = here.is_symlink() and not here.resolve().is_relative_to(self.inside)
-            if leads_out or (here.exists() and not here.is_dir()):
+            if here.is_symlink() and not self._folder_inside(here):
+                self._set_aside(here)  # dangling, a loop, a file, or out of the workspace
+            elif here.exists() and not here.is_dir():
                 self._set_aside(here)
             if not here.exists():
                 here.mkdir()
-                self.made.append(here)
+                self.done.append(("made", here, None))
+
+    def _folder_inside(self, link: Path) -> bool:
+        try:
+            target = link.resolve(strict=True)
+        except (OSError, RuntimeError):  # dangling, or a loop
+            return False
+        return target.is_dir() and target.is_relative_to(self.inside)
 
     def _set_aside(self, path: Path) -> None:
         if self.aside is None:
             self.aside = Path(tempfile.mkdtemp(prefix=".grading-", dir=self.workspace.parent))
-        spot = self.aside / str(len(self.moved))
+        spot = self.aside / str(len(self.done))
         os.rename(path, spot)
-        self.moved.append((path, spot))
+        self.done.append(("moved", path, spot))
 
     def restore(self) -> None:
-        for path in reversed(self.written):
-            path.unlink(missing_ok=True)
-        for folder in reversed(self.made):
-            shutil.rmtree(folder, ignore_errors=True)
-        for path, spot in reversed(self.moved):
-            os.rename(spot, path)
+        for kind, path, spot in reversed(self.done):
+            if kind == "wrote":
+                path.unlink(missing_ok=True)
+            elif kind == "made":
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                assert spot is not None
+                os.rename(spot, path)
+        self.done = []
         if self.aside is not None:
             shutil.rmtree(self.aside, ignore_errors=True)
+            self.aside = None
 
 
 # pytest reads these from each test file's folder and every folder above it. An agent that adds
@@ -213,7 +225,17 @@ class SwappedFiles:
 # the workspace had it before the agent's first attempt (absent, if it had none), unless the
 # task's reference patch changes it (the tests were validated against that version). The
 # agent's own come back afterwards: its diff and its next attempt see its work.
-PLUMBING = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+# (pytest 9 reads pytest.toml and .pytest.toml first)
+PLUMBING = (
+    "conftest.py",
+    "pytest.toml",
+    ".pytest.toml",
+    "pytest.ini",
+    ".pytest.ini",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+)
 
 
 def plumbing_paths(test_files: list[str]) -> list[str]:
@@ -247,23 +269,76 @@ class Plumbing:
 
 
 def patch_paths(patch: str) -> frozenset[str]:
-    """The paths a unified diff changes (both sides of a rename)."""
+    """The paths a git diff changes: both sides of each file's header (which also names a new
+    empty file, a deleted one and a pure rename, that have no ---/+++ lines), and the
+    ---/+++ and rename lines."""
     paths = set()
     for line in patch.splitlines():
-        for prefix, side in (("--- ", "a/"), ("+++ ", "b/")):
+        if line.startswith("diff --git "):
+            paths.update(_header_paths(line[len("diff --git ") :]))
+        for prefix, side in (
+            ("--- ", "a/"),
+            ("+++ ", "b/"),
+            ("rename from ", ""),
+            ("rename to ", ""),
+        ):
             if line.startswith(prefix):
                 name = _unquote(line[len(prefix) :].split("\t", 1)[0])
                 if name.startswith(side):
                     paths.add(name[len(side) :])
+    paths.discard("dev/null")
     return frozenset(paths)
 
 
+def _header_paths(rest: str) -> list[str]:
+    """The two paths of `diff --git a/X b/Y` (after the prefix): quoted ones are read as
+    quoted; unquoted, an unchanged name (`a/X b/X`) is split in the middle, and a renamed one
+    has its own rename lines."""
+    if rest.startswith('"') or rest.endswith('"'):
+        names, at = [], 0
+        while at < len(rest) and len(names) < 2:
+            if rest[at] == " ":
+                at += 1
+            elif rest[at] == '"':
+                end = at + 1
+                while end < len(rest) and rest[end] != '"':
+                    end += 2 if rest[end] == "\\" else 1
+                names.append(_unquote(rest[at : end + 1]))
+                at = end + 1
+            else:
+                end = rest.find(" ", at)
+                end = len(rest) if end < 0 else end
+                names.append(rest[at:end])
+                at = end
+        return [n[2:] for n in names if n[:2] in ("a/", "b/")]
+    n = (len(rest) - 5) // 2
+    if rest[:2] == "a/" and rest[2 + n : 5 + n] == " b/" and rest[2 : 2 + n] == rest[5 + n :]:
+        return [rest[2 : 2 + n]]
+    return []
+
+
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
 def _unquote(name: str) -> str:
-    """A path as git prints one with unusual characters: quoted, C escapes, octal bytes."""
+    """A path as git prints one with unusual characters: in double quotes, with C escapes and
+    octal bytes (raw UTF-8 where core.quotePath is off)."""
     if not (len(name) >= 2 and name[0] == name[-1] == '"'):
         return name
-    raw = name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-    return raw.encode("latin-1").decode("utf-8", "replace")
+    body, out, at = name[1:-1], bytearray(), 0
+    while at < len(body):
+        char = body[at]
+        if char != "\\" or at + 1 == len(body):
+            out += char.encode()
+            at += 1
+        elif body[at + 1] in "01234567":
+            digits = body[at + 1 : at + 4]
+            out.append(int(digits, 8) & 0xFF)
+            at += 1 + len(digits)
+        else:
+            out.append(_ESCAPES.get(body[at + 1], ord(body[at + 1])))
+            at += 2
+    return out.decode("utf-8", "replace")
 
 
 class _Other:
@@ -374,9 +449,15 @@ def run_tests(
     if changed:
         return TestsRun(INCONCLUSIVE, f"grader fault: hidden test files changed: {changed}")
     ids = list(dict.fromkeys((*spec.fail_to_pass, *spec.pass_to_pass, *spec.flaky)))
-    as_left = _run_once(spec, ids, workspace, hidden_dir, home, out_dir, cancelled, None)
     before = plumbing.files if plumbing is not None else {}
+    # (before the run and after it: a conftest.py can put the original back as pytest exits)
     touched = [rel for rel, data in before.items() if _entry(workspace / rel) != data]
+    as_left = _run_once(spec, ids, workspace, hidden_dir, home, out_dir, cancelled, None)
+    touched += [
+        rel
+        for rel, data in before.items()
+        if rel not in touched and _entry(workspace / rel) != data
+    ]
     if not touched or (cancelled is not None and cancelled()):
         return as_left
     assert plumbing is not None
