@@ -103,8 +103,15 @@ def test_a_run_says_why_cells_were_not_scored_and_how_it_compares_with_the_basel
     assert cell["trials"] == row["of_checks"] - row["scored_checks"] == 1
     assert cell["example_trial_id"] == "pagination/x/1"
     assert payload["regressions"] == []
+    # A regression gate that compared nothing does not pass: no baseline is pinned yet.
+    code, out, err = run_bench("results", night1, "--fail-on-regression", home=bench_home)
+    assert code == 1
+    assert "--fail-on-regression: nothing compared: suite invoices has no pinned baseline" in err
 
     code, out, err = run_bench("baseline", "set", "invoices", night1, home=bench_home)
+    assert code == 0, err
+    # (the baseline itself has nothing to regress from)
+    code, out, err = run_bench("results", night1, "--fail-on-regression", home=bench_home)
     assert code == 0, err
 
     # Night 2: the same config now changes nothing. Six tasks scored on both nights dropped
@@ -143,6 +150,21 @@ def test_a_run_says_why_cells_were_not_scored_and_how_it_compares_with_the_basel
     )
     assert code == 0, err
     assert "Against baseline" not in out
+
+    # Pinning another baseline makes the stored tables stale: night 2 is now the baseline
+    # (nothing against itself), and night 1 is compared with it.
+    code, out, err = run_bench("baseline", "set", "invoices", night2, home=bench_home)
+    assert code == 0, err
+    code, out, err = run_bench("results", night2, "--fail-on-regression", home=bench_home)
+    assert code == 0 and "Against baseline" not in out, out + err
+    code, out, err = run_bench("results", night1, home=bench_home)
+    assert f"Against baseline {night2}:\n  x · overall 0.000 -> 1.000: within tolerance" in out
+
+    # A task set changed since the pin: not compared, and the gate says so instead of passing.
+    task.write_text(task.read_text().replace("tags: [api]", "tags: [api, changed]", 1))
+    code, out, err = run_bench("run", str(bad), "--fail-on-regression", home=bench_home)
+    assert code == 1
+    assert f"--fail-on-regression: nothing compared: baseline {night2} ran task-set revision" in err
 
 
 def _readme_example() -> list[str]:
@@ -213,6 +235,32 @@ def test_a_cell_counts_as_unscored_by_its_latest_row_only() -> None:
         },
     ]
     assert unscored_cells(_scores([("t1/a/1", "checks", "scored", "ok", "2026-01-01")])).empty
+
+
+def test_trials_with_no_score_row_are_listed_as_missing_to_fill_the_gap() -> None:
+    from bench_pipeline.results.unscored import with_missing
+
+    cells = unscored_cells(
+        _scores([("t1/a/1", "checks", "inconclusive", "grader fault", "2026-01-01")])
+    )
+    table = pd.DataFrame(
+        {
+            "config_id": ["a", "b"],
+            "scored_checks": [5, 8],
+            "of_checks": [8, 8],  # a: 1 inconclusive listed, 2 with no row at all
+            # a group of criteria counts its own way: its criteria's rows say what is missing
+            "scored_llm_judge": [6, 8],
+            "of_llm_judge": [8, 8],
+            "scored_llm_judge:correctness": [8, 7],
+            "of_llm_judge:correctness": [8, 8],
+        }
+    )
+    rows = with_missing(cells, table)[["config_id", "scorer", "status", "trials"]]
+    assert rows.values.tolist() == [
+        ["a", "checks", "missing", 2],
+        ["a", "checks", "inconclusive", 1],
+        ["b", "llm_judge:correctness", "missing", 1],
+    ]
 
 
 def _table(rows: list[dict]) -> pd.DataFrame:

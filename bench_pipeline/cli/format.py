@@ -127,7 +127,9 @@ def render_unscored(cells: pd.DataFrame, table: pd.DataFrame, run_id: str) -> st
             reason = reason[: REASON_CHARS - 1] + "…"
         others = part["reason"].nunique() - 1
         more = f"; {others} other reason(s)" if others else ""
-        lines.append(f"    e.g. {top['example_trial_id']} ({top['status']}): {reason}{more}")
+        example = top["example_trial_id"]
+        where = f"e.g. {example} ({top['status']})" if isinstance(example, str) else top["status"]
+        lines.append(f"    {where}: {reason}{more}")
     if len(pairs) > UNSCORED_PAIRS or len(cells) > len(pairs):
         rest = len(pairs) - UNSCORED_PAIRS
         lines.append(

@@ -1,7 +1,8 @@
 """`bench`: the command line over the same use cases and Dagster definitions as the UI.
 
-Exit codes: 0 success, 1 failed trials with --fail-on-error (or tasks failing validation),
-2 bad input (one line naming the file and the field).
+Exit codes: 0 success, 1 failed trials with --fail-on-error, a regression (or nothing
+compared) with --fail-on-regression, or tasks failing validation; 2 bad input (one line naming
+the file and the field).
 """
 
 from __future__ import annotations

@@ -29,7 +29,12 @@ def show_results(
     )
     from bench_pipeline.formats.vocabulary import FAILED_OUTCOMES
     from bench_pipeline.results.verdicts import COST_COVERAGE, REGRESSION_TOLERANCE
-    from bench_pipeline.runs.derived import compute_derived, load_derived, result_verdicts
+    from bench_pipeline.runs.derived import (
+        compute_derived,
+        load_derived,
+        pinned_baseline,
+        result_verdicts,
+    )
     from bench_pipeline.runs.status import isolation_summary, progress_note
     from bench_pipeline.runs.unscored import unscored
 
@@ -52,7 +57,7 @@ def show_results(
     table = derived.tables["config_table"]
     trials = paths.warehouse.read("trials", run_id)
     failed = trials[trials["outcome"].isin(FAILED_OUTCOMES)]
-    unscored_cells = unscored(paths.warehouse, run_id)
+    unscored_cells = unscored(paths.warehouse, run_id, table)
     regressions = derived.tables["regressions"]
     out_file = getattr(args, "out", None)
     checks = [v.as_dict() for v in result_verdicts(paths.warehouse, derived)]
@@ -104,6 +109,22 @@ def show_results(
     if fail_on_error and len(failed):
         print(f"{len(failed)} trial(s) failed (agent error, timeout or budget)", file=sys.stderr)
         return common.EXIT_FAILED
+    if fail_on_regression and baseline != "none" and derived.baseline_run_id is None:
+        # A gate that compared nothing must not pass: a task set bumped since the baseline was
+        # pinned would otherwise turn a nightly job green for good.
+        suite = derived.run.suite
+        pinned = pinned_baseline(paths.warehouse, suite)
+        if pinned != run_id:  # (the baseline itself has nothing to regress from)
+            why = derived.baseline_note or next(
+                (n for n in derived.notes if n.startswith("baseline ")),
+                f"suite {suite} has no pinned baseline",
+            )
+            print(
+                f"--fail-on-regression: nothing compared: {why}; pin a run of this task set "
+                f"with `bench baseline set {suite} RUN`, or give --baseline none",
+                file=sys.stderr,
+            )
+            return common.EXIT_FAILED
     regressed = [c for c in checks if c["check"] == REGRESSION_TOLERANCE and not c["passed"]]
     if fail_on_regression and regressed:
         print(
@@ -205,7 +226,7 @@ def register(add: common.AddCommand) -> None:
     res.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a config regressed against the baseline (the regression_tolerance check)",
+        help="exit 1 when a config regressed against the baseline, or nothing was compared",
     )
 
     rep = add("report", cmd_report)

@@ -287,7 +287,7 @@ def register(add: common.AddCommand) -> None:
     r.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a config regressed against the suite's pinned baseline",
+        help="exit 1 when a config regressed against the pinned baseline, or nothing was compared",
     )
     r.add_argument(
         "--max-cost",

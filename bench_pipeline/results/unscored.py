@@ -7,6 +7,10 @@ trial that did not run), grouped by `config_id`, `scorer`, `status` and `reason`
 `trials` (how many) and `example_trial_id` (the first by trial id). Ordered by config and
 scorer, then most trials first. None of them is counted against the agent; the config table
 only counts them, and this says what they are.
+
+`with_missing(cells, config_table)`: the same, plus per config and scorer the trials with no
+score row at all (status `missing`: a run interrupted or still going, a trial cancelled before
+it was graded), so that the trials listed are exactly `of_<name> - scored_<name>`.
 """
 
 from __future__ import annotations
@@ -52,3 +56,38 @@ def unscored_cells(scores: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
     grouped["trials"] = grouped["trials"].astype(int)
     return grouped[COLUMNS]
+
+
+MISSING_REASON = (
+    "no score recorded for the trial (the run was interrupted or is still going, or the trial "
+    "was cancelled before it was graded)"
+)
+
+
+def with_missing(cells: pd.DataFrame, config_table: pd.DataFrame) -> pd.DataFrame:
+    """`cells` plus a `missing` row per (config, scorer) for the trials the config table
+    counts in `of_<name>` but neither scored nor listed. A group of criteria (a name that other
+    names extend as `name:criterion`) is left to its criteria's own rows."""
+    names = [c[len("of_") :] for c in config_table.columns if c.startswith("of_")]
+    groups = {n for n in names if any(m.startswith(f"{n}:") for m in names)}
+    listed = cells.groupby(["config_id", "scorer"])["trials"].sum().to_dict() if len(cells) else {}
+    extra = []
+    for _, row in config_table.iterrows():
+        config = str(row["config_id"])
+        for name in names:
+            if name in groups or f"scored_{name}" not in config_table:
+                continue
+            of, scored = row[f"of_{name}"], row[f"scored_{name}"]
+            if pd.isna(of) or pd.isna(scored):
+                continue
+            gap = int(of) - int(scored) - int(listed.get((config, name), 0))
+            if gap > 0:
+                extra.append([config, name, "missing", MISSING_REASON, gap, None])
+    if not extra:
+        return cells
+    out = pd.concat([cells, pd.DataFrame(extra, columns=COLUMNS)], ignore_index=True)
+    out["trials"] = out["trials"].astype(int)
+    order = out.assign(_by=-out["trials"]).sort_values(
+        ["config_id", "scorer", "_by", "status"], kind="stable"
+    )
+    return order.drop(columns="_by").reset_index(drop=True)

@@ -1039,13 +1039,16 @@ def store_derived(warehouse: Warehouse, derived: Derived) -> None:
             "baseline_run_id": derived.baseline_run_id,
             "baseline_note": derived.baseline_note,
             "notes": derived.notes,
+            # (what the suite's pin was: a later `bench baseline set` makes these tables stale)
+            "pinned_baseline": pinned_baseline(warehouse, derived.run.suite),
         },
     )
 
 
 def load_derived(warehouse: Warehouse, run_id: str) -> Derived | None:
     """The stored derived tables of a run (as the results asset last wrote them), or None.
-    Newer trials or scores than the stored tables (a rescore in progress) also give None."""
+    Newer trials or scores than the stored tables (a rescore in progress), or a baseline
+    pinned since they were computed, also give None."""
     rel = layout.derived_meta(run_id)
     if not warehouse.exists(rel):
         return None
@@ -1057,8 +1060,13 @@ def load_derived(warehouse: Warehouse, run_id: str) -> Derived | None:
     if newest > stamp:
         return None
     meta = warehouse.read_json(rel)
-    tables = {name: warehouse.read(name, run_id) for name in DERIVED_TABLES}
     run = load_run(run_id, warehouse)
+    # (tables stored before the pin was recorded: the baseline they compared with stands in)
+    if meta.get("pinned_baseline", meta["baseline_run_id"]) != pinned_baseline(
+        warehouse, run.suite
+    ):
+        return None
+    tables = {name: warehouse.read(name, run_id) for name in DERIVED_TABLES}
     return Derived(
         run,
         tables,
