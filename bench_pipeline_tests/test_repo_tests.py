@@ -64,6 +64,8 @@ AGENTS = {
     "(ws / 'pyproject.toml').write_text('[tool.pytest.ini_options]\\naddopts = \"-p forge_plugin\"\\n')",
     "forge-toml": "(ws / 'forge_plugin.py').write_text(FORGE)\n"
     "(ws / 'pytest.toml').write_text('[pytest]\\naddopts = [\"-p\", \"forge_plugin\"]\\n')",
+    # ends the test process with 0 as pytest imports the package: no report at all
+    "exit-early": "module.write_text('import os\\nos._exit(0)\\n' + source)",
     # forges, then deletes itself as pytest exits: the workspace looks untouched afterwards
     "forge-vanish": "(ws / 'conftest.py').write_text(FORGE + VANISH)",
     # the right fix, plus a conftest.py of its own (a fixture): still graded as the fix
@@ -703,7 +705,7 @@ def test_a_test_report_forged_by_pytest_plumbing_the_agent_added_is_not_believed
     repo, base, fix, upstream = fixture_repo
     factory = make_factory(tmp_path, repo, base, fix, upstream)
     forgers = ["forge-conftest", "forge-ini", "forge-pyproject", "forge-toml", "forge-vanish"]
-    others = ["fix-conftest", "crash-conftest"]
+    others = ["fix-conftest", "crash-conftest", "exit-early"]
     path = launch(factory, "forge", [f"{{id: {n}, agent: {n}}}" for n in [*forgers, *others]])
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
     assert code == 0, err
@@ -728,6 +730,11 @@ def test_a_test_report_forged_by_pytest_plumbing_the_agent_added_is_not_believed
     row = scores[("crash-conftest", "tests")]
     assert row["status"] == "scored" and row["value"] == 0.0, row
     assert "with the agent's conftest.py, the tests cannot run" in row["reason"]
+    # Code under test that ends pytest's process before its report (it read as the grader's
+    # fault: unscored): 0.
+    row = scores[("exit-early", "tests")]
+    assert row["status"] == "scored" and row["value"] == 0.0, row
+    assert "ended with exit 0 before pytest wrote a report" in row["reason"]
     # What the agent wrote is its work: in its diff, and the evidence names what was set aside.
     evidence = bench_home / "evidence"
     (forger,) = evidence.rglob("forge-ini/rep1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -351,3 +352,45 @@ def test_folders_handed_to_background_removal_are_gone_once_it_closes(tmp_path: 
     with BackgroundRemoval() as again:  # and a new one starts its own thread
         again.remove(running, work)
     assert list(work.iterdir()) == []
+
+
+EARLY_EXIT = {
+    # each ends (or disarms) the grader that imports the package, on the base's unfixed code
+    "exit0": "import os as _os\n_os._exit(0)\n",
+    "sysexit0": "import sys as _sys\n_sys.exit(0)\n",
+    "noexit": "import sys as _sys\n_sys.exit = lambda *args: None\n",
+}
+
+
+def test_code_under_test_that_ends_its_grader_early_passes_no_check(
+    factory: Path, bench_home: Path
+) -> None:
+    """A check is its grader's exit code, and the grader imports the code under test: before,
+    `os._exit(0)` at the top of the package made every check of every task pass."""
+    configs = []
+    for name, prefix in EARLY_EXIT.items():
+        script = (
+            "import pathlib, sys\nsys.stdin.read()\n"
+            "init = pathlib.Path('invoices/__init__.py')\n"
+            f"init.write_text({prefix!r} + init.read_text())\n"
+        )
+        launch = _command_launch(factory, name, script, [], tasks=3)
+        configs.append(f"  - {{id: {name}, agent: {name}}}")
+    launch.write_text(
+        re.sub(
+            r"configs:\n.*?\ntasks:",
+            "configs:\n" + "\n".join(configs) + "\ntasks:",
+            launch.read_text(),
+            flags=re.S,
+        )
+    )
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+    table = {row["config_id"]: row for row in json.loads(out)["config_table"]}
+    for name in EARLY_EXIT:
+        assert table[name]["score_checks"] == 0.0, (name, table[name])
+        assert table[name]["scored_checks"] == 3, (name, table[name])
+    from bench_pipeline.warehouse.store import Warehouse
+
+    reasons = Warehouse(bench_home / "warehouse").read("scores")["reason"]
+    assert reasons.str.contains("but the grader did not finish").all()

@@ -649,15 +649,19 @@ def _grader_fault(spec: TestsSpec, result: CommandResult, junit: Path | None) ->
         return None
     if "No module named pytest" in result.output:
         return f"the interpreter {result.argv[0]} has no pytest installed"
-    if spec.runner == "pytest" and result.exit_code in WORKSPACE_EXIT_CODES:
-        return None  # the workspace's code or configuration stopped pytest: failed
+    if spec.runner == "pytest":
+        # pytest writes its report whenever its session ends (an internal error too): a run
+        # that ended without one was ended by what it ran, the workspace's code (os._exit, a
+        # signal, a crash) or its configuration, once the grader was validated: failed
+        return None
     return f"the runner wrote no JUnit report (exit {result.exit_code})"
 
 
 # pytest exit codes without a report that the workspace causes once the grader itself was
 # validated (`bench validate --reference` ran the same command): 1 a conftest failed to import,
 # 2 interrupted (collection errors), 4 usage error from the workspace's own configuration
-# (pytest.ini/setup.cfg/pyproject addopts, a conftest), 5 nothing collected. Exit 3 (pytest's
+# (pytest.ini/setup.cfg/pyproject addopts, a conftest), 5 nothing collected. Any other exit
+# without a report is the workspace's too (`_grader_fault`); exit 3 with a report (pytest's
 # internal error) stays a grader fault.
 WORKSPACE_EXIT_CODES = (1, 2, 4, 5)
 
@@ -669,6 +673,13 @@ def _no_report_reason(result: CommandResult) -> str | None:
         return "a conftest.py in the workspace cannot be imported"
     if result.exit_code in WORKSPACE_EXIT_CODES:
         return f"pytest stopped with exit {result.exit_code} before writing a report"
+    if result.exit_code is not None and result.exit_code < 0:
+        return f"the test process was killed by signal {-result.exit_code} before pytest wrote a report"
+    if result.exit_code is not None:
+        return (
+            f"the test process ended with exit {result.exit_code} before pytest wrote a report "
+            "(the code under test ended it, e.g. os._exit)"
+        )
     return None
 
 

@@ -49,6 +49,7 @@ from bench_pipeline.formats.vocabulary import (
     OUTCOME_WORKSPACE_ERROR,
 )
 from bench_pipeline.scorers import tests as repo_tests
+from bench_pipeline.trials import completion
 from bench_pipeline.workspace import evidence, sandbox
 from bench_pipeline.workspace.process import CommandResult, grader_env, run_command, scrubbed_env
 from bench_pipeline.workspace.repo import (
@@ -737,12 +738,21 @@ def execute_check(
     home: Path,
     cancelled: Callable[[], bool] | None = None,
 ) -> tuple[CommandResult, str]:
-    """Run one deterministic check in the workspace; returns its result and status."""
+    """Run one deterministic check in the workspace; returns its result and status. A Python
+    grader runs under `completion.LAUNCHER`: a passing code without its mark fails."""
     argv = substitute(check.command, inputs=inputs_dir, workspace=workspace)
+    launched = completion.launch(argv)
+    env = grader_env(home, check.env)
+    if launched is None:
+        result = run_command(argv, workspace, env, check.timeout_seconds, cancelled=cancelled)
+        return result, check_status(result.exit_code, check.passed_codes, check.failed_codes)
+    wrapped, mark = launched
     result = run_command(
-        argv, workspace, grader_env(home, check.env), check.timeout_seconds, cancelled=cancelled
+        wrapped, workspace, env, check.timeout_seconds, stdin_text=mark + "\n", cancelled=cancelled
     )
-    return result, check_status(result.exit_code, check.passed_codes, check.failed_codes)
+    result, done = completion.finished(result, argv, mark)
+    status = check_status(result.exit_code, check.passed_codes, check.failed_codes)
+    return result, FAILED if status == PASSED and not done else status
 
 
 def check_status(
@@ -771,6 +781,8 @@ def check_reason(check: Check, result: CommandResult, status: str) -> str:
             f"exit {result.exit_code} is neither a passed code {list(check.passed_codes)} nor "
             f"a failed code {list(check.failed_codes)} (grader fault)"
         )
+    if status == FAILED and result.exit_code in check.passed_codes:
+        return f"exit {result.exit_code}, but {completion.UNFINISHED}"
     return f"exit {result.exit_code}"
 
 
