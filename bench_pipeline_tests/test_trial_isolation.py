@@ -394,3 +394,40 @@ def test_code_under_test_that_ends_its_grader_early_passes_no_check(
 
     reasons = Warehouse(bench_home / "warehouse").read("scores")["reason"]
     assert reasons.str.contains("but the grader did not finish").all()
+
+
+FINISHING_GRADERS = {
+    # each finishes by itself, then something still prints: the mark is not the last line
+    "atexit": "import atexit\natexit.register(print, 'printed at exit')\nprint('PASS')\n",
+    "thread": "import threading, time\n"
+    "threading.Thread(target=lambda: (time.sleep(0.2), print('late'))).start()\nprint('PASS')\n",
+    # exits through the standard library's frames, not the workspace's
+    "unittest": "import unittest\n\nclass T(unittest.TestCase):\n    def test(self):\n"
+    "        pass\n\nunittest.main()\n",
+    "no-newline": "import sys\nsys.stdout.write('PASS')\nsys.exit(0)\n",
+}
+
+
+def test_a_grader_that_finishes_keeps_its_pass_and_its_output(tmp_path: Path) -> None:
+    from bench_pipeline.trials.completion import finished, launch
+    from bench_pipeline.workspace.process import grader_env, run_command
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name, code in FINISHING_GRADERS.items():
+        script = tmp_path / f"grader_{name}.py"
+        script.write_text(code)
+        launched = launch(["python", str(script)], ws)
+        assert launched is not None, name
+        argv, mark = launched
+        raw = run_command(argv, ws, grader_env(tmp_path, ()), 60, stdin_text=mark + "\n")
+        result, done = finished(raw, ["python", str(script)], mark)
+        assert (result.exit_code, done) == (0, True), (name, raw.output)
+        assert mark not in result.output and result.argv == ["python", str(script)]
+    assert result.output == "PASS"  # (no-newline: the grader's output as it printed it)
+    # The repository's own script (the agent can change it: nothing to guard), and forms the
+    # launcher does not take, run as they are.
+    (ws / "runtests.py").write_text("print('ok')\n")
+    assert launch(["python", "runtests.py"], ws) is None
+    assert launch(["python", str(ws / "runtests.py")], ws) is None
+    assert launch(["python", "-u", str(tmp_path / "grader_atexit.py")], ws) is None

@@ -673,8 +673,13 @@ def _no_report_reason(result: CommandResult) -> str | None:
         return "a conftest.py in the workspace cannot be imported"
     if result.exit_code in WORKSPACE_EXIT_CODES:
         return f"pytest stopped with exit {result.exit_code} before writing a report"
-    if result.exit_code is not None and result.exit_code < 0:
-        return f"the test process was killed by signal {-result.exit_code} before pytest wrote a report"
+    if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
+        # (-N from a plain process, 128 + N through the sandbox's bubblewrap)
+        number = -result.exit_code if result.exit_code < 0 else result.exit_code - 128
+        return (
+            f"the test process was killed by signal {number} (exit {result.exit_code}) before "
+            "pytest wrote a report"
+        )
     if result.exit_code is not None:
         return (
             f"the test process ended with exit {result.exit_code} before pytest wrote a report "

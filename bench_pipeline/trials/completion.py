@@ -32,14 +32,16 @@ def _bench_launch():
     mark = sys.stdin.readline().strip().encode()
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    if not sys.flags.safe_path:  # (as `python FILE.py` puts the script's real folder first)
+        sys.path[0] = os.path.dirname(os.path.realpath(script))
     workspace = os.path.realpath(os.getcwd()) + os.sep
     own_exit = sys.exit
     with open(script, "rb") as file:
         compiled = compile(file.read(), script, "exec")
     main = sys.modules["__main__"].__dict__
     del main["_bench_launch"]
-    main["__file__"] = script
+    main["__file__"] = os.path.abspath(script)
+    main["__cached__"] = None
     code, finished = 0, True
     try:
         exec(compiled, main)
@@ -78,20 +80,28 @@ UNFINISHED = (
 )
 
 
-def launch(argv: list[str]) -> tuple[list[str], str] | None:
+def launch(argv: list[str], workspace: Path) -> tuple[list[str], str] | None:
     """`argv` run under the launcher, and the mark to send on its stdin; None when `argv` is
-    not `python SCRIPT.py ...` (after `{inputs}`/`{workspace}` were substituted)."""
+    not `python SCRIPT.py ...` (after `{inputs}`/`{workspace}` were substituted: `python -u`,
+    `python -m` and other interpreters run as they are), or when the script lies in the
+    workspace (the repository's own script: the agent can change it, so nothing to guard)."""
     if len(argv) < 2 or not argv[1].endswith(".py") or argv[1].startswith("-"):
         return None
-    if argv[0] not in ("python", "python3", sys.executable) or not Path(argv[1]).is_file():
+    script = (workspace / argv[1]).resolve()  # (a relative path: from the workspace, its cwd)
+    if argv[0] not in ("python", "python3", sys.executable) or not script.is_file():
+        return None
+    if script.is_relative_to(workspace.resolve()):
         return None
     return [argv[0], "-c", LAUNCHER, *argv[1:]], secrets.token_hex(16)
 
 
 def finished(result: CommandResult, argv: list[str], mark: str) -> tuple[CommandResult, bool]:
     """The result as the grader's own (its argv as written, the mark taken out of its output)
-    and whether the mark was there."""
-    tail = f"\n{mark}\n"
-    done = result.output.endswith(tail)
-    output = result.output[: -len(tail)] if done else result.output
-    return dataclasses.replace(result, argv=argv, output=output), done
+    and whether the mark was there. (Not always last: an atexit handler, a thread or a child
+    can print after it.)"""
+    line = f"\n{mark}\n"
+    at = result.output.rfind(line)
+    if at < 0:
+        return dataclasses.replace(result, argv=argv), False
+    output = result.output[:at] + result.output[at + len(line) :]
+    return dataclasses.replace(result, argv=argv, output=output), True

@@ -741,7 +741,7 @@ def execute_check(
     """Run one deterministic check in the workspace; returns its result and status. A Python
     grader runs under `completion.LAUNCHER`: a passing code without its mark fails."""
     argv = substitute(check.command, inputs=inputs_dir, workspace=workspace)
-    launched = completion.launch(argv)
+    launched = completion.launch(argv, workspace)
     env = grader_env(home, check.env)
     if launched is None:
         result = run_command(argv, workspace, env, check.timeout_seconds, cancelled=cancelled)
