@@ -44,6 +44,7 @@ _HOME = {
     "clustered_mean_ci": "uncertainty",
     "naive_mean_ci": "uncertainty",
     "unscored_cells": "unscored",
+    "with_missing": "unscored",
     "pass_at_k": "uncertainty",
     "pass_hat_k": "uncertainty",
     "pass_k_by": "uncertainty",

@@ -341,6 +341,25 @@ def _unquote(name: str) -> str:
     return out.decode("utf-8", "replace")
 
 
+def _place_hidden(spec: TestsSpec, workspace: Path, hidden_dir: Path) -> SwappedFiles:
+    """The hidden test files put in the workspace (`restore` takes them out again). If a
+    copy fails half-way, what was placed is taken out before the error goes on."""
+    placed = SwappedFiles(workspace)
+    try:
+        for rel in spec.files:
+            placed.put(rel, (hidden_dir / rel).read_bytes())
+    except BaseException:
+        placed.restore()
+        raise
+    return placed
+
+
+def _changed(plumbing: Plumbing | None, workspace: Path) -> list[str]:
+    """The plumbing paths whose content in the workspace is not what `plumbing` recorded."""
+    before = plumbing.files if plumbing is not None else {}
+    return [rel for rel, data in before.items() if _entry(workspace / rel) != data]
+
+
 class _Other:
     """A symlink or a folder where a plumbing file could be: equal to no content."""
 
@@ -449,15 +468,10 @@ def run_tests(
     if changed:
         return TestsRun(INCONCLUSIVE, f"grader fault: hidden test files changed: {changed}")
     ids = list(dict.fromkeys((*spec.fail_to_pass, *spec.pass_to_pass, *spec.flaky)))
-    before = plumbing.files if plumbing is not None else {}
     # (before the run and after it: a conftest.py can put the original back as pytest exits)
-    touched = [rel for rel, data in before.items() if _entry(workspace / rel) != data]
+    touched = _changed(plumbing, workspace)
     as_left = _run_once(spec, ids, workspace, hidden_dir, home, out_dir, cancelled, None)
-    touched += [
-        rel
-        for rel, data in before.items()
-        if rel not in touched and _entry(workspace / rel) != data
-    ]
+    touched += [rel for rel in _changed(plumbing, workspace) if rel not in touched]
     if not touched or (cancelled is not None and cancelled()):
         return as_left
     assert plumbing is not None
@@ -481,15 +495,13 @@ def _run_once(
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
     junit.unlink(missing_ok=True)
-    placed = SwappedFiles(workspace)
+    placed = _place_hidden(spec, workspace, hidden_dir)
     try:
-        for rel in spec.files:
-            placed.put(rel, (hidden_dir / rel).read_bytes())
         files = list(dict.fromkeys(test_file(t) for t in ids))
         present = [f for f in files if (workspace / f).is_file()]
-        for rel, data in (plumbing.files if plumbing is not None else {}).items():
-            if _entry(workspace / rel) != data:
-                placed.put(rel, data)
+        for rel in _changed(plumbing, workspace):
+            assert plumbing is not None
+            placed.put(rel, plumbing.files[rel])
         # grader_env turns plugin autoload off; `plugins: true` turns it back on
         overrides = [("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)] if spec.plugins else []
         overrides += list(spec.env)
@@ -541,18 +553,14 @@ def _both(as_left: TestsRun, as_before: TestsRun, touched: list[str]) -> TestsRu
             for t in as_before.tests
         )
         why = f"with the agent's {files}: {as_left.reason}" if failed_only_as_left else ""
-    graded = [t for t in tests if t["list"] != FLAKY]
-    bad = [t for t in graded if t["outcome"] != T_PASSED]
     note = (
-        f"(run twice, the second time with {files} as before the agent: a test passes only if "
+        f" (run twice, the second time with {files} as before the agent: a test passes only if "
         "it passed both times)"
     )
-    if not bad:
-        return TestsRun(PASSED, f"all {len(graded)} graded tests passed {note}", tests, **merged)
-    shown = ", ".join(f"{t['test_id']} ({t['list']}: {t['outcome']})" for t in bad[:5])
-    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-    reason = f"{len(bad)}/{len(graded)} graded tests did not pass: {shown}{more} {note}"
-    return TestsRun(FAILED, reason + (f": {why}" if why else ""), tests, **merged)
+    run = _verdict(tests, merged, note)
+    if run.status == FAILED and why:
+        run.reason += f": {why}"
+    return run
 
 
 def run_whole_files(
@@ -568,10 +576,8 @@ def run_whole_files(
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / "junit.xml"
     junit.unlink(missing_ok=True)
-    placed = SwappedFiles(workspace)
+    placed = _place_hidden(spec, workspace, hidden_dir)
     try:
-        for rel in spec.files:
-            placed.put(rel, (hidden_dir / rel).read_bytes())
         result = run_command(
             runner_argv(spec, run_files if run_files is not None else list(spec.files), junit),
             workspace,
@@ -623,16 +629,20 @@ def grade(
                 why = no_report_reason or "not in the test report"
                 entry = {"outcome": T_MISSING, "duration_seconds": 0.0, "message": why}
         tests.append({"test_id": tid, "list": lists[tid], **entry})
+    return _verdict(tests, base, f" ({no_report_reason})" if no_report_reason else "")
+
+
+def _verdict(tests: list[dict[str, Any]], run: dict[str, Any], after: str = "") -> TestsRun:
+    """Passed when every graded (non-flaky) test passed, else failed naming the first five
+    that did not; `after` ends the reason (why, or how the tests were run)."""
     graded = [t for t in tests if t["list"] != FLAKY]
     bad = [t for t in graded if t["outcome"] != T_PASSED]
     if not bad:
-        return TestsRun(PASSED, f"all {len(graded)} graded tests passed", tests, **base)
+        return TestsRun(PASSED, f"all {len(graded)} graded tests passed{after}", tests, **run)
     shown = ", ".join(f"{t['test_id']} ({t['list']}: {t['outcome']})" for t in bad[:5])
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-    reason = f"{len(bad)}/{len(graded)} graded tests did not pass: {shown}{more}"
-    if no_report_reason:
-        reason += f" ({no_report_reason})"
-    return TestsRun(FAILED, reason, tests, **base)
+    reason = f"{len(bad)}/{len(graded)} graded tests did not pass: {shown}{more}{after}"
+    return TestsRun(FAILED, reason, tests, **run)
 
 
 def _grader_fault(spec: TestsSpec, result: CommandResult, junit: Path | None) -> str | None:

@@ -21,7 +21,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from bench_pipeline.workspace.process import CommandResult
+from bench_pipeline.workspace.process import CommandResult, resolve_argv
 
 # (its state in a function's locals, not the grader's globals, where the code under test would
 # find the mark at once; the script is exec'd in __main__ as `python FILE.py` runs it, without
@@ -88,7 +88,7 @@ def launch(argv: list[str], workspace: Path) -> tuple[list[str], str] | None:
     if len(argv) < 2 or not argv[1].endswith(".py") or argv[1].startswith("-"):
         return None
     script = (workspace / argv[1]).resolve()  # (a relative path: from the workspace, its cwd)
-    if argv[0] not in ("python", "python3", sys.executable) or not script.is_file():
+    if resolve_argv(argv[:1]) != [sys.executable] or not script.is_file():
         return None
     if script.is_relative_to(workspace.resolve()):
         return None
