@@ -671,21 +671,32 @@ def per_trial_results(
     timings: dict[str, float] | None = None,
     *,
     writer: Executor | None = None,
+    on_per_trial: Callable[[pd.DataFrame], None] | None = None,
 ) -> tuple[pd.DataFrame, ConfigCells] | None:
     """The run's per-trial results (`derived_per_trial`'s, without PER_TRIAL_UNUSED) and their
     config x task sums (`results.config_cells`): read from the per-trial cache when it was
     built from the run's current trial and score files, else computed from them and stored
     for the next analysis (on `writer`'s thread when given: the caller waits for it, e.g. by
-    shutting `writer` down). None when the run has no trials."""
+    shutting `writer` down). None when the run has no trials.
+
+    `on_per_trial` is called with the per-trial results as soon as they exist, before their
+    sums are made (so a caller can start work that needs only them); when the files changed
+    meanwhile and were read again, it is called again, with the frame that is returned."""
     from bench_pipeline.warehouse.store import listing_again
 
     timings = {} if timings is None else timings
     # (a partition's files joined meanwhile: listed again)
-    return listing_again(lambda: _per_trial_results(warehouse, run_id, timings, writer))
+    return listing_again(
+        lambda: _per_trial_results(warehouse, run_id, timings, writer, on_per_trial)
+    )
 
 
 def _per_trial_results(
-    warehouse: Warehouse, run_id: str, timings: dict[str, float], writer: Executor | None
+    warehouse: Warehouse,
+    run_id: str,
+    timings: dict[str, float],
+    writer: Executor | None,
+    on_per_trial: Callable[[pd.DataFrame], None] | None,
 ) -> tuple[pd.DataFrame, ConfigCells] | None:
     start = time.perf_counter()
     trial_listed = warehouse.listed("trials", run_id)
@@ -694,6 +705,8 @@ def _per_trial_results(
     cached = read_per_trial_cache(warehouse, run_id, key)
     if cached is not None and cached[1] is not None:
         timings["per-trial results + config x task sums (cached)"] = time.perf_counter() - start
+        if on_per_trial is not None:
+            on_per_trial(cached[0])
         return cached[0], cached[1]
     del cached
     trial_files = [Path(path) for path, _ in trial_listed]
@@ -705,6 +718,8 @@ def _per_trial_results(
     if per_trial is None:
         return None
     per_trial = per_trial.drop(columns=[c for c in PER_TRIAL_UNUSED if c in per_trial])
+    if on_per_trial is not None:
+        on_per_trial(per_trial)
     cells = _timed(timings, "config x task sums", lambda: R.config_cells(per_trial))
     write_per_trial_cache(warehouse, run_id, key, per_trial, cells, writer=writer, timings=timings)
     return per_trial, cells
@@ -731,7 +746,7 @@ def assert_rows(warehouse: Warehouse, run_id: str, per_trial: pd.DataFrame) -> p
 # The steps over a million rows: their temporaries go back to the OS before the next step makes
 # its own (a trim walks the heap: ~3 ms after a compacted run, ~0.1 s after thousands of small
 # files, so only where it pays).
-_TRIM_AFTER = {"baseline run", "config x task sums", "paired comparison", "task grid"}
+_TRIM_AFTER = {"baseline run", "config x task sums", "task grid"}
 
 
 def _NO_ROWS() -> pd.DataFrame:  # noqa: N802 (reads as the constant it stands for)
@@ -764,7 +779,7 @@ def compute_derived(
     # the per-trial caches are written while the tables are computed; the analysis returns
     # once they are on disk (or logged as not written), as if they were written in line
     writer = _CacheWrites()
-    with system_memory_pool():
+    with system_memory_pool(), _PairedComparison() as comparison:
         try:
             derived = _compute_derived(
                 warehouse,
@@ -773,6 +788,7 @@ def compute_derived(
                 use_pinned_baseline=use_pinned_baseline,
                 chart_dir=chart_dir,
                 writer=writer,
+                comparison=comparison,
             )
         finally:
             start = time.perf_counter()
@@ -801,6 +817,47 @@ class _CacheWrites(ThreadPoolExecutor):
             future.result()
 
 
+class _PairedComparison(ThreadPoolExecutor):
+    """The paired comparison of an analysis, on a thread of its own from the moment the run's
+    per-trial results exist (`start`, given to `per_trial_results` as its `on_per_trial`): it
+    reads nothing else, and meanwhile the config x task sums and the tables made from them
+    keep the main thread busy (a million trials: ~0.1 s of the analysis on a second core)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="paired-comparison")
+        self._of: tuple[pd.DataFrame, Future[tuple[pd.DataFrame, float]]] | None = None
+
+    def start(self, per_trial: pd.DataFrame) -> None:
+        # (a second call: the files were read again; the frame of the first is dropped)
+        self._of = (per_trial, self.submit(self._compare, per_trial))
+
+    @staticmethod
+    def _compare(per_trial: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+        start = time.perf_counter()
+        table = R.compare_all(_NO_ROWS(), _NO_ROWS(), per_trial=per_trial)
+        return table, time.perf_counter() - start
+
+    def result(self, per_trial: pd.DataFrame, timings: dict[str, float]) -> pd.DataFrame:
+        """The comparison of `per_trial` (started now if it was not), its time in `timings`."""
+        from bench_pipeline.warehouse.columns import release_memory
+
+        if self._of is None or self._of[0] is not per_trial:
+            self.start(per_trial)
+        assert self._of is not None
+        start = time.perf_counter()
+        table, took = self._of[1].result()
+        waited = time.perf_counter() - start
+        self._of = None
+        release_memory()  # (its temporaries, as after each million-row step)
+        timings["paired comparison"] = took
+        timings["wait for the paired comparison"] = waited
+        return table
+
+    def __exit__(self, *exc: object) -> None:
+        # (an analysis that failed before it asked for the comparison does not wait for it)
+        self.shutdown(wait=True, cancel_futures=True)
+
+
 def _compute_derived(
     warehouse: Warehouse,
     run_id: str,
@@ -809,6 +866,7 @@ def _compute_derived(
     use_pinned_baseline: bool,
     chart_dir: Path | None,
     writer: Executor,
+    comparison: _PairedComparison,
 ) -> Derived:
     import pandas as pd
 
@@ -816,7 +874,9 @@ def _compute_derived(
 
     timings: dict[str, float] = {}
     run = _timed(timings, "the run's manifest", lambda: load_run(run_id, warehouse))
-    results = per_trial_results(warehouse, run_id, timings, writer=writer)
+    results = per_trial_results(
+        warehouse, run_id, timings, writer=writer, on_per_trial=comparison.start
+    )
     if results is None:
         raise LookupError(f"run {run_id} has no trials yet")
     # per-(config, task) sums: the config table, the table by tag and the grid start from them
@@ -883,11 +943,7 @@ def _compute_derived(
             R.config_table_by_tag(trials, scores, per_trial=per_trial, cells=cells), run
         ),
     )
-    comparison = _timed(
-        timings,
-        "paired comparison",
-        lambda: R.compare_all(trials, scores, per_trial=per_trial),
-    )
+    paired = comparison.result(per_trial, timings)
     # the grid last of the million-row steps: its lists of trial ids are a copy of every id
     # (Arrow strings, no Python object each), and the other steps' temporaries sit on less
     grid = _timed(
@@ -926,7 +982,7 @@ def _compute_derived(
         "recommendations_by_tag": _timed(
             timings, "recommendations by tag", lambda: R.recommendations_by_tag(by_tag)
         ),
-        "paired_comparison": comparison,
+        "paired_comparison": paired,
         "regressions": regressions,
         "scenario_turns": _timed(
             timings,
