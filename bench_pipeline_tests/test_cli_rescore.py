@@ -105,6 +105,11 @@ judge: {{model: claude-sonnet-4-6, base_url: "{server.url}"}}
         judged = first[first["scorer"] == "llm_judge"].set_index("task_id")
         assert judged.loc["currency-code", "status"] == "error"
         assert judged.loc["amount-precision", "status"] == "scored"
+        # the unscored cell is listed, by its reason, and nothing else is
+        gaps = json.loads(run_bench("results", run_id, "--json", home=bench_home)[1])["unscored"]
+        assert gaps and {(g["status"], g["trials"]) for g in gaps} == {("error", 1)}
+        assert {g["scorer"].split(":")[0] for g in gaps} == {"llm_judge"}
+        assert {g["example_trial_id"].split("/")[0] for g in gaps} == {"currency-code"}
 
         handler.broken.clear()
         before = len(server.requests)
@@ -128,6 +133,8 @@ judge: {{model: claude-sonnet-4-6, base_url: "{server.url}"}}
     code, out, _ = run_bench("results", run_id, "--json", home=bench_home)
     (row,) = json.loads(out)["config_table"]
     assert row["scored_llm_judge"] == 2 and row["of_llm_judge"] == 2
+    # the rescore scored the cell: its older error row no longer lists it
+    assert json.loads(out)["unscored"] == []
 
 
 COUNTER_AGENT = """import sys

@@ -32,11 +32,13 @@ def show_results(
     from bench_pipeline.runs.derived import (
         compute_derived,
         load_derived,
+        per_trial_results,
         pinned_baseline,
         result_verdicts,
     )
     from bench_pipeline.runs.status import isolation_summary, progress_note
     from bench_pipeline.runs.unscored import unscored
+    from bench_pipeline.warehouse.columns import read_columns
 
     baseline = getattr(args, "baseline", None)
     if baseline not in (None, "none") and not run_exists(paths.warehouse, baseline):
@@ -55,18 +57,24 @@ def show_results(
     running = progress_note(paths.warehouse, run_id, derived.run.launch.trial_count)
     notes = [running, *derived.notes] if running else list(derived.notes)
     table = derived.tables["config_table"]
-    trials = paths.warehouse.read("trials", run_id)
-    failed = trials[trials["outcome"].isin(FAILED_OUTCOMES)]
-    unscored_cells = unscored(paths.warehouse, run_id, table)
+    # (the latest row of each trial, as the tables count them: the per-trial cache the
+    # analysis left, not a read of every trial row and column)
+    found = per_trial_results(paths.warehouse, run_id)
+    per_trial = found[0] if found is not None else None
+    failed = 0 if per_trial is None else int(per_trial["outcome"].isin(FAILED_OUTCOMES).sum())
+    unscored_cells = unscored(paths.warehouse, run_id, table, per_trial)
     regressions = derived.tables["regressions"]
     out_file = getattr(args, "out", None)
-    checks = [v.as_dict() for v in result_verdicts(paths.warehouse, derived)]
+    checks = [v.as_dict() for v in result_verdicts(paths.warehouse, derived, per_trial)]
+    isolation = read_columns(
+        paths.warehouse, "trials", run_id, ISOLATION_READ, categorical=ISOLATION_READ
+    )
     payload = {
         "run": {**derived.meta(), **({"progress": running} if running else {})},
         "config_table": common.records(table),
         "recommendations": derived.recommendations,
         "checks": checks,
-        "isolation": isolation_summary(trials),
+        "isolation": isolation_summary(isolation),
         "unscored": common.records(unscored_cells),
         "regressions": common.records(regressions),
     }
@@ -106,8 +114,8 @@ def show_results(
         print(
             f"\nQuery it: {shown_path(installed_script('duckdb'))} {shown_path(paths.warehouse.duckdb_path)}"
         )
-    if fail_on_error and len(failed):
-        print(f"{len(failed)} trial(s) failed (agent error, timeout or budget)", file=sys.stderr)
+    if fail_on_error and failed:
+        print(f"{failed} trial(s) failed (agent error, timeout or budget)", file=sys.stderr)
         return common.EXIT_FAILED
     if fail_on_regression and baseline != "none" and derived.baseline_run_id is None:
         # A gate that compared nothing must not pass: a task set bumped since the baseline was
@@ -134,6 +142,10 @@ def show_results(
         )
         return common.EXIT_FAILED
     return common.EXIT_OK
+
+
+# What `bench results` shows of the trial rows besides the tables: their isolation per config.
+ISOLATION_READ = ("config_id", "isolation", "network")
 
 
 def cmd_results(args: argparse.Namespace) -> int:

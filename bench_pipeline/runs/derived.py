@@ -1172,14 +1172,20 @@ def scenario_turns(scores: pd.DataFrame) -> pd.DataFrame:
     return out if not out.empty else pd.DataFrame(columns=columns)
 
 
-def result_verdicts(warehouse: Warehouse, derived: Derived) -> list[verdicts.Verdict]:
-    """The asset checks of a run's results (grader integrity, cost coverage, regressions)."""
+def result_verdicts(
+    warehouse: Warehouse, derived: Derived, per_trial: pd.DataFrame | None = None
+) -> list[verdicts.Verdict]:
+    """The asset checks of a run's results (grader integrity, cost coverage, regressions).
+    `per_trial`: the run's per-trial results when the caller has them (else the cached ones,
+    `per_trial_results`): the latest row of each trial, which is what grader integrity reads."""
     from bench_pipeline.results import verdicts
-    from bench_pipeline.results.scores import latest_trials
 
+    if per_trial is None:
+        found = per_trial_results(warehouse, derived.run.run_id)
+        per_trial = found[0] if found is not None else _NO_ROWS()
     tables = derived.tables
     return [
-        verdicts.grader_integrity(latest_trials(warehouse.read("trials", derived.run.run_id))),
+        verdicts.grader_integrity(per_trial),
         verdicts.cost_coverage(tables["config_table"]),
         verdicts.regression_tolerance(tables["regressions"], derived.baseline_run_id),
     ]

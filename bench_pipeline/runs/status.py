@@ -172,23 +172,29 @@ def recover_interrupted(warehouse: Warehouse, pid_root: Path | None = None) -> l
 
 def isolation_summary(trials: Any) -> list[dict[str, Any]]:
     """Per configuration: the isolation and network its trials ran with, and what that mode
-    does not guarantee (empty for `sandbox`)."""
+    does not guarantee (empty for `sandbox`). `trials`: the trial rows' `config_id`,
+    `isolation` and `network` (strings or categoricals)."""
     from bench_pipeline.formats.vocabulary import ISOLATION_PROCESS
     from bench_pipeline.workspace.sandbox import PROCESS_GAPS
 
     if len(trials) == 0 or "isolation" not in trials.columns:
         return []
+    keys = ["config_id", "isolation", "network"]
+    # counted on the columns as they are (a million trials: their codes, not their strings),
+    # then the few groups named as shown: a trial not run yet has no isolation or network
+    counts = trials.groupby(keys, dropna=False, observed=True, sort=False).size()
+    groups = counts.reset_index(name="trials").astype({k: object for k in keys})
+    groups["isolation"] = groups["isolation"].where(groups["isolation"].notna(), "not run")
+    groups["network"] = groups["network"].where(groups["network"].notna(), "-")
+    groups = groups.groupby(keys, sort=True)["trials"].sum().reset_index()
     rows = []
-    frame = trials.assign(
-        isolation=trials["isolation"].fillna("not run"), network=trials["network"].fillna("-")
-    )
-    for (config, mode, network), group in frame.groupby(["config_id", "isolation", "network"]):
+    for config, mode, network, count in groups.itertuples(index=False):
         rows.append(
             {
                 "config_id": config,
                 "isolation": mode,
                 "network": network,
-                "trials": int(len(group)),
+                "trials": int(count),
                 "not_guaranteed": sorted(PROCESS_GAPS) if mode == ISOLATION_PROCESS else [],
                 "gaps": [PROCESS_GAPS[g] for g in sorted(PROCESS_GAPS)]
                 if mode == ISOLATION_PROCESS
