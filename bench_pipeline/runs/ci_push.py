@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench_pipeline.formats.model import CISettings
-from bench_pipeline.workspace.repo import commit_all
+from bench_pipeline.workspace.repo import commit_all, workspace_git_argv
 
 if TYPE_CHECKING:
     from bench_pipeline.runs.benchmark_run import BenchmarkRun
@@ -78,15 +78,14 @@ def display_remote(remote: str) -> str:
 def push_commit(workspace: Path, remote: str, branch: str, default_branch: str = "main") -> None:
     """Push the workspace's HEAD to `refs/heads/<branch>` of `remote` (never a default branch)."""
     name = check_branch(branch, default_branch)
-    env = {
-        **os.environ,
-        "GIT_TERMINAL_PROMPT": "0",
-        "LC_ALL": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
+    # (the user's own config stays: it holds the credentials of the remote)
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1"}
+    push = ["push", "--quiet", "--no-verify", remote, f"+HEAD:refs/heads/{name}"]
     try:
         proc = subprocess.run(
-            ["git", "push", "--quiet", "--no-verify", remote, f"+HEAD:refs/heads/{name}"],
+            # (the harness's git folder: the workspace's own config is the agent's, and a
+            # credential helper or an `insteadOf` there would run or redirect the push)
+            workspace_git_argv(workspace, push),
             cwd=str(workspace),
             capture_output=True,
             text=True,

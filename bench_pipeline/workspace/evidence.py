@@ -20,8 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_pipeline.formats.git import GIT_ENV
 from bench_pipeline.workspace.process import MAX_OUTPUT_BYTES, evidence_cap
-from bench_pipeline.workspace.repo import WorkspaceError, _git
+from bench_pipeline.workspace.repo import (
+    ISOLATED_GIT_ENV,
+    WorkspaceError,
+    workspace_git,
+    workspace_git_argv,
+)
 
 MAX_PATCH_BYTES = 10_000_000
 MAX_TRANSCRIPT_BYTES = 20_000_000
@@ -44,12 +50,19 @@ def write_patch(
 ) -> dict[str, Any]:
     """Write the workspace's diff against `sha` (new files included, binary-safe) to `dest`,
     at most `cap` bytes of it; returns {bytes, full_bytes, truncated}."""
-    _git(["add", "--all", "--force", "."], workspace)
-    argv = ["git", "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", sha]
+    workspace_git(workspace, ["add", "--all", "--force", "."])
+    diff = ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", sha]
+    argv = workspace_git_argv(workspace, diff)
     kept = bytearray()
     total = 0
     try:
-        proc = subprocess.Popen(argv, cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            argv,
+            cwd=workspace,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **GIT_ENV, **ISOLATED_GIT_ENV},
+        )
     except OSError as exc:
         raise WorkspaceError(f"cannot run git diff: {exc}") from None
     assert proc.stdout is not None and proc.stderr is not None

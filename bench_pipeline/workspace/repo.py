@@ -5,6 +5,13 @@ A workspace is a new repository (`git init`) whose object store borrows the sour
 `bench` branch at the pinned base commit. The source checkout and its uncommitted files are
 never touched. (`git worktree` races on parallel add/remove; a shared clone would carry every
 branch and a remote pointing back at the source.)
+
+The workspace's own `.git` is the agent's to use and to change: its config can name commands
+(a filter driver, `core.fsmonitor`, a credential helper), and a `.git` file can point at
+another repository. So the harness never runs git through it once the agent has had the
+workspace: it keeps a copy of the fresh `.git` beside the workspace (`harness_git_dir`, out of
+the agent's sandbox) and reads the workspace through that, with no config but its own
+(`workspace_git`).
 """
 
 from __future__ import annotations
@@ -31,9 +38,14 @@ class WorkspaceError(RuntimeError):
     """The workspace could not be made or read: infrastructure, not the agent's failure."""
 
 
-def _git(args: list[str], cwd: Path, input_bytes: bytes | None = None) -> bytes:
+def _git(
+    args: list[str],
+    cwd: Path,
+    input_bytes: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> bytes:
     try:
-        return run_git(args, cwd, input_bytes)
+        return run_git(args, cwd, input_bytes, env)
     except GitError as exc:
         raise WorkspaceError(str(exc)) from None
 
@@ -54,13 +66,48 @@ def create_workspace(repo: str, sha: str, dest: Path) -> Path:
             break
         except FileNotFoundError:
             continue
+    harness = harness_git_dir(dest)
     try:
+        if harness.exists():
+            shutil.rmtree(harness)
         _init(dest)
         (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects_dir(repo)}\n")
         _git(["reset", "--quiet", "--hard", sha], dest)
+        # (its index too: the files' stat data, so that reading the workspace later hashes
+        # only what changed)
+        shutil.copytree(dest / ".git", harness, symlinks=True)
     except (WorkspaceError, OSError) as exc:
         raise WorkspaceError(f"cannot create workspace at {sha[:10]}: {exc}") from exc
     return dest
+
+
+def harness_git_dir(workspace: Path) -> Path:
+    """The harness's own git folder for `workspace`: a copy of its `.git` as created, beside
+    it (the agent's sandbox mounts the workspace, not its parent)."""
+    return workspace.parent / f".{workspace.name}.harness-git"
+
+
+# No config but the harness's own: neither the system's nor the user's (a filter or diff
+# driver defined there would run on the agent's files), nothing that runs a command.
+ISOLATED_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+ISOLATED_GIT_ARGS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+
+def workspace_git_argv(workspace: Path, args: list[str]) -> list[str]:
+    """`git` argv that reads `workspace` through the harness's own git folder."""
+    return [
+        "git",
+        *ISOLATED_GIT_ARGS,
+        f"--git-dir={harness_git_dir(workspace)}",
+        f"--work-tree={workspace}",
+        *args,
+    ]
+
+
+def workspace_git(workspace: Path, args: list[str], input_bytes: bytes | None = None) -> bytes:
+    """`git args` on `workspace` as the agent left it, never through its own `.git`."""
+    argv = workspace_git_argv(workspace, args)
+    return _git(argv[1:], workspace, input_bytes, env=ISOLATED_GIT_ENV)
 
 
 def _init(dest: Path) -> None:
@@ -113,18 +160,12 @@ def apply_patch(workspace: Path, patch: str) -> None:
     _git(["apply", "--whitespace=nowarn", "-"], workspace, patch.encode())
 
 
-def diff_against(workspace: Path, sha: str) -> str:
-    """Everything the agent changed since `sha`, new files included, as a binary-safe patch."""
-    _git(["add", "--all", "--force", "."], workspace)
-    out = _git(["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", sha], workspace)
-    return out.decode("utf-8", errors="replace")
-
-
 def commit_all(workspace: Path, message: str) -> str:
-    """Commit the workspace's state (for CI pushes); returns the new commit sha."""
-    _git(["add", "--all", "--force", "."], workspace)
-    _git(["commit", "--quiet", "--allow-empty", "--no-verify", "-m", message], workspace)
-    return _git(["rev-parse", "HEAD"], workspace).decode().strip()
+    """Commit the workspace's state (for CI pushes) in the harness's git folder; returns the
+    new commit sha."""
+    workspace_git(workspace, ["add", "--all", "--force", "."])
+    workspace_git(workspace, ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", message])
+    return workspace_git(workspace, ["rev-parse", "HEAD"]).decode().strip()
 
 
 def remove_workspace(path: Path, up_to: Path | None = None) -> None:

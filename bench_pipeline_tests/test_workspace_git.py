@@ -1,0 +1,89 @@
+"""The workspace's `.git` is the agent's: the harness reads the workspace through a git folder of
+its own. Before, `git add` and `git diff` for changes.patch ran on the host through the
+workspace's own `.git`, so an agent's filter driver or `core.fsmonitor` ran any command outside
+the sandbox with the harness's environment, a `.git` file made the harness stage the workspace
+into another repository, and a deleted `.git` turned a failed trial into an unscored
+workspace error."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from bench_pipeline_tests.conftest import run_bench
+from bench_pipeline_tests.test_trial_isolation import _command_launch, _trials
+
+# Each agent changes nothing the checks test (its trial must score 0, scored) and leaves one
+# new file the patch must show. argv[1]: a folder outside the workspace; argv[2]: another
+# repository on the same machine.
+GIT_CONFIG = """
+import pathlib, sys
+sys.stdin.read()
+out = sys.argv[1]
+with open(".git/config", "a") as fh:
+    fh.write('[filter "pwn"]\\n\\tclean = "sh -c \\'touch ' + out + '/filter-ran; cat\\'"\\n')
+    fh.write('[diff "pwn"]\\n\\ttextconv = "sh -c \\'touch ' + out + '/textconv-ran; cat\\'"\\n')
+    fh.write('[core]\\n\\tfsmonitor = "sh -c \\'touch ' + out + '/fsmonitor-ran\\'"\\n')
+pathlib.Path(".gitattributes").write_text("* filter=pwn diff=pwn\\n")
+pathlib.Path("AGENT_WAS_HERE.txt").write_text("gitconfig\\n")
+"""
+GIT_FILE = """
+import pathlib, shutil, sys
+sys.stdin.read()
+shutil.rmtree(".git")
+pathlib.Path(".git").write_text("gitdir: " + sys.argv[2] + "/.git\\n")
+pathlib.Path("AGENT_WAS_HERE.txt").write_text("gitfile\\n")
+"""
+NO_GIT = """
+import pathlib, shutil, sys
+sys.stdin.read()
+shutil.rmtree(".git")
+pathlib.Path("AGENT_WAS_HERE.txt").write_text("nogit\\n")
+"""
+AGENTS = {"gitconfig": GIT_CONFIG, "gitfile": GIT_FILE, "nogit": NO_GIT}
+
+
+def test_the_harness_never_runs_git_through_the_agents_git_folder(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = tmp_path / "victim"
+    subprocess.run(["git", "init", "-q", str(victim)], check=True)
+    (victim / "kept.txt").write_text("mine\n")
+    subprocess.run(["git", "-C", str(victim), "add", "kept.txt"], check=True)
+    staged_before = subprocess.run(
+        ["git", "-C", str(victim), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
+
+    configs = []
+    for name, script in AGENTS.items():
+        launch = _command_launch(factory, name, script, [str(outside), str(victim)], tasks=1)
+        configs.append(f"  - {{id: {name}, agent: {name}}}")
+    launch.write_text(
+        re.sub(
+            r"configs:\n.*?\ntasks:",
+            "configs:\n" + "\n".join(configs) + "\ntasks:",
+            launch.read_text(),
+            flags=re.S,
+        )
+    )
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+
+    assert sorted(p.name for p in outside.iterdir()) == []  # no driver ran, on the host or not
+    staged_after = subprocess.run(
+        ["git", "-C", str(victim), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
+    assert staged_after == staged_before  # nothing of the workspace was staged there
+    trials = {t["config_id"]: t for t in _trials(bench_home)}
+    table = {row["config_id"]: row for row in json.loads(out)["config_table"]}
+    for name in AGENTS:
+        assert trials[name]["outcome"] == "succeeded", trials[name]["error"]
+        # the agent's change is in the patch, in its own bytes (no filter turned it)
+        patch = next((bench_home / "evidence").glob(f"*/*/{name}/rep1/changes.patch"))
+        assert f"+{name}" in patch.read_text(), patch.read_text()[:2000]
+        # scored, and scored 0: the agent fixed nothing
+        assert table[name]["scored_checks"] == 1 and table[name]["score_checks"] == 0.0
