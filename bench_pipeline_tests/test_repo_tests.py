@@ -68,6 +68,12 @@ AGENTS = {
     "exit-early": "module.write_text('import os\\nos._exit(0)\\n' + source)",
     # forges, then deletes itself as pytest exits: the workspace looks untouched afterwards
     "forge-vanish": "(ws / 'conftest.py').write_text(FORGE + VANISH)",
+    # a pytest.py of its own, first on sys.path under `python -m pytest`: it runs the real
+    # pytest and strips every failure from the report
+    "forge-shadow": "(ws / 'pytest.py').write_text(SHADOW)",
+    # ends the test process as it imports the package, saying through pytest's saved output
+    # pipe what a missing pytest says: that read as the grader's fault (unscored)
+    "fake-no-pytest": "module.write_text(FAKE_NO_PYTEST + source)",
     # the right fix, plus a conftest.py of its own (a fixture): still graded as the fix
     "fix-conftest": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
@@ -94,6 +100,27 @@ AGENTS = {
     "    sys.exit(4)",
 }
 
+
+SHADOW = """
+import re, subprocess, sys
+args = sys.argv[1:]
+junit = next(a.split("=", 1)[1] for a in args if a.startswith("--junitxml="))
+subprocess.run([sys.executable, "-P", "-m", "pytest", *args])
+xml = open(junit).read()
+xml = re.sub(r"<(failure|error|skipped)[^>]*?/>", "", xml)
+xml = re.sub(r"<(failure|error|skipped)[^>]*?>.*?</\\1>", "", xml, flags=re.S)
+open(junit, "w").write(xml)
+sys.exit(0)
+"""
+FAKE_NO_PYTEST = """import os as _os
+for _fd in _os.listdir("/proc/self/fd"):
+    try:
+        if _os.readlink("/proc/self/fd/" + _fd).startswith("pipe:"):
+            _os.write(int(_fd), b"ModuleNotFoundError: No module named pytest\\n")
+    except OSError:
+        pass
+_os._exit(1)
+"""
 
 # A pytest hook that reports every test as passed, whatever it did.
 FORGE = """
@@ -125,7 +152,8 @@ def make_factory(tmp: Path, repo: Path, base: str, fix: str, upstream_tests: Pat
     for name, body in AGENTS.items():
         script = _write(
             tmp / "agents-src" / f"{name}.py",
-            f"FORGE = {FORGE!r}\nVANISH = {VANISH!r}\n{LOOK}{body}\n",
+            f"FORGE = {FORGE!r}\nVANISH = {VANISH!r}\nSHADOW = {SHADOW!r}\n"
+            f"FAKE_NO_PYTEST = {FAKE_NO_PYTEST!r}\n{LOOK}{body}\n",
         )
         _write(
             factory / "agents" / f"{name}.yaml",
@@ -748,6 +776,31 @@ def test_a_test_report_forged_by_pytest_plumbing_the_agent_added_is_not_believed
     log = (forger / "attempt1" / "tests" / "output.log").read_text()
     assert "--- again, with pytest.ini as before the agent ---" in log
     assert summary["still_failing"] == list(infl.DASHERIZE_IDS)
+
+
+def test_a_pytest_of_the_agents_own_neither_runs_nor_passes_for_a_missing_one(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    """`python -m pytest` put the workspace first on sys.path before importing pytest: a
+    pytest.py there forged the report. And a run without a report was the grader's fault when
+    its output said pytest was missing, which the code under test can print."""
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    names = ["forge-shadow", "fake-no-pytest", "fix"]
+    path = launch(factory, "shadow", [f"{{id: {n}, agent: {n}}}" for n in names])
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    scores = _scores(bench_home)
+    # The real pytest ran and wrote its report: dasherize still fails.
+    row = scores[("forge-shadow", "tests")]
+    assert row["status"] == "scored" and row["value"] == 0.0, row
+    assert infl.DASHERIZE_IDS[0] in row["reason"] and "run twice" not in row["reason"]
+    # Pytest is there (asked apart from the run): the code under test ended the run, 0.
+    row = scores[("fake-no-pytest", "tests")]
+    assert row["status"] == "scored" and row["value"] == 0.0, row
+    assert "exit 1 before" in row["reason"] and "grader fault" not in row["reason"]
+    # The launcher changes nothing for a real fix: the package imports from the workspace.
+    assert scores[("fix", "tests")]["value"] == 1.0
 
 
 def test_grading_files_are_never_written_through_a_symlink_out_of_the_workspace(

@@ -430,13 +430,33 @@ def _essential(text: str) -> str:
 # --------------------------------------------------------------------------- running
 
 
+# `python -m pytest` as it starts, but for one thing: `-m` puts the working folder (the
+# workspace) first on sys.path before pytest is imported, so a pytest.py the agent left there
+# ran instead of pytest and wrote the report it liked. Here pytest and its built-in plugins
+# (with the standard modules they import) come from the interpreter's own path first, then
+# the workspace goes first on sys.path, as `-m` has it, for the code under test and its tests.
+PYTEST_MAIN = "; ".join(
+    (
+        "import importlib, sys",
+        "first = sys.path.pop(0)",
+        "import pytest, _pytest.config",
+        "[importlib.import_module('_pytest.' + p) for p in _pytest.config.default_plugins]",
+        "sys.path.insert(0, first)",
+        "sys.exit(pytest.console_main())",
+    )
+)
+# What tells a missing pytest from a test run the workspace's code ended before pytest wrote
+# its report: the same interpreter, asked on its own (nothing of the workspace on its path).
+PYTEST_PROBE = "import sys; sys.path.pop(0); import pytest"
+
+
 def runner_argv(spec: TestsSpec, files: list[str], junit: Path) -> list[str]:
     if spec.runner == "command":
         return [a.replace("{junit}", str(junit)) for a in spec.command]
     return [
         spec.python,
-        "-m",
-        "pytest",
+        "-c",
+        PYTEST_MAIN,
         "-q",
         "-p",
         "no:cacheprovider",
@@ -505,20 +525,33 @@ def _run_once(
         # grader_env turns plugin autoload off; `plugins: true` turns it back on
         overrides = [("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)] if spec.plugins else []
         overrides += list(spec.env)
+        env = grader_env(home, overrides)
         result = (
             run_command(
                 runner_argv(spec, present, junit),
                 workspace,
-                grader_env(home, overrides),
+                env,
                 spec.timeout_seconds,
                 cancelled=cancelled,
             )
             if present
             else None
         )
+        report = junit if junit.is_file() else None
+        missing = result is not None and report is None and _no_pytest(spec, workspace, env)
     finally:
         placed.restore()
-    return grade(spec, ids, result, junit if junit.is_file() else None, present)
+    return grade(spec, ids, result, report, present, pytest_missing=missing)
+
+
+def _no_pytest(spec: TestsSpec, workspace: Path, env: dict[str, str]) -> bool:
+    """Whether the tests' interpreter cannot import pytest at all (a grader fault, where a run
+    without a report is otherwise the workspace's doing): asked by a run of its own, not read
+    from the test run's output, which the code under test can write."""
+    if spec.runner != "pytest":
+        return False
+    probe = run_command([spec.python, "-c", PYTEST_PROBE], workspace, env, spec.timeout_seconds)
+    return probe.exit_code != 0 and not probe.timed_out
 
 
 def _both(as_left: TestsRun, as_before: TestsRun, touched: list[str]) -> TestsRun:
@@ -595,7 +628,11 @@ def grade(
     result: CommandResult | None,
     junit: Path | None,
     present: list[str],
+    *,
+    pytest_missing: bool = False,
 ) -> TestsRun:
+    """The verdict of one run: `pytest_missing` (`_no_pytest`), asked only when the run wrote
+    no report, makes it the grader's fault."""
     lists = {t: F2P for t in spec.fail_to_pass} | {t: P2P for t in spec.pass_to_pass}
     lists |= {t: FLAKY for t in spec.flaky}
     base = {
@@ -606,7 +643,7 @@ def grade(
         "command": [str(a) for a in result.argv] if result else [],
     }
     if result is not None:
-        fault = _grader_fault(spec, result, junit)
+        fault = _grader_fault(spec, result, junit, pytest_missing)
         if fault is not None:
             return TestsRun(INCONCLUSIVE, f"grader fault: {fault}", **base)
     try:
@@ -645,7 +682,9 @@ def _verdict(tests: list[dict[str, Any]], run: dict[str, Any], after: str = "") 
     return TestsRun(FAILED, reason, tests, **run)
 
 
-def _grader_fault(spec: TestsSpec, result: CommandResult, junit: Path | None) -> str | None:
+def _grader_fault(
+    spec: TestsSpec, result: CommandResult, junit: Path | None, pytest_missing: bool = False
+) -> str | None:
     """The runner itself failed, not the code under test; None when the run is gradable."""
     if result.cancelled:
         return "cancelled while the tests ran"
@@ -657,7 +696,7 @@ def _grader_fault(spec: TestsSpec, result: CommandResult, junit: Path | None) ->
         if spec.runner == "pytest" and result.exit_code == 3:
             return "pytest internal error (exit 3)"
         return None
-    if "No module named pytest" in result.output:
+    if pytest_missing:
         return f"the interpreter {result.argv[0]} has no pytest installed"
     if spec.runner == "pytest":
         # pytest writes its report whenever its session ends (an internal error too): a run
