@@ -72,6 +72,13 @@ def usage_from_file(path: Path, prices: Prices, default_model: str | None) -> Us
     cost = as_cost(data.get("cost_usd"))
     if cost is not None:
         return Usage(*counts, cost, None)
+    if data.get("cost_usd") is not None:  # (said, but not a cost: never priced instead)
+        return Usage(
+            *counts,
+            None,
+            f"usage file {path.name}: cost_usd {json.dumps(data['cost_usd'])[:40]} is not a "
+            "finite number >= 0",
+        )
     model = data.get("model") if isinstance(data.get("model"), str) else default_model
     return priced_usage(prices, model, *counts)
 

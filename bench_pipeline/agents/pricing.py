@@ -6,6 +6,7 @@ reports them); cache reads and cache writes are counted separately and priced at
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bench_pipeline.agents.base import Usage
@@ -38,27 +39,37 @@ def priced_usage(
     return Usage(*counts, cost, None)
 
 
+# The most a count or a cost is believed to be: the warehouse stores counts as int64, and a
+# number beyond it (JSON's Infinity, a 400-digit integer) is a broken report, not a count.
+MAX_COUNT = 2**63 - 1
+
+
 def as_int(value: Any) -> int | None:
-    """A token count from JSON: ints (or integral floats/strings) only; anything else -> None."""
+    """A token count from JSON: ints (or integral floats/strings) from 0 to MAX_COUNT only;
+    anything else -> None."""
     if isinstance(value, bool) or value is None:
         return None
+    if isinstance(value, int):  # (exact: a float would round a big one)
+        return value if 0 <= value <= MAX_COUNT else None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    if number < 0 or number != int(number):
+    if not math.isfinite(number) or number < 0 or number > MAX_COUNT or number != int(number):
         return None
     return int(number)
 
 
 def as_cost(value: Any) -> float | None:
+    """A cost in USD from JSON: a finite number >= 0; anything else (Infinity, NaN, a negative
+    number, text) -> None."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return number if number >= 0 else None
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def over_budget(budget_usd: float | None, spent_usd: float | None) -> bool:

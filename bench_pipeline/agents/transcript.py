@@ -91,7 +91,11 @@ class Transcript:
             return
         record = {"ts": round(time.time(), 3), "event": event, **data}
         line = self.redact(json.dumps(record, default=str, ensure_ascii=False)) + "\n"
-        size = len(line.encode("utf-8"))
+        try:
+            size = len(line.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate an agent reported: written \u-escaped
+            line = self.redact(json.dumps(record, default=str)) + "\n"
+            size = len(line.encode("utf-8"))
         with self._lock:
             was_full = self.truncated
             self.full_bytes += size

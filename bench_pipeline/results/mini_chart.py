@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 
+import numpy as np
 import pandas as pd
 
 MARKDOWN_LIMIT = 990  # the UI's inline limit is 1,000 characters
@@ -24,6 +25,8 @@ def _svg(frontier: pd.DataFrame, x: str, y: str, labels: str, dominated: bool) -
     if not dominated:
         pts = pts[pts["on_frontier"].astype(bool)]
     xs, ys = pts[x].astype(float), pts[y].astype(float)
+    drawable = np.isfinite(xs) & np.isfinite(ys)  # (a point off every axis has no place)
+    pts, xs, ys = pts[drawable], xs[drawable], ys[drawable]
     x_hi = max(float(xs.max()) if len(xs) else 1.0, 1e-9) * 1.1
     y_lo, y_hi = (
         (0.0, 1.0)
