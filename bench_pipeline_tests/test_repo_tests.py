@@ -74,6 +74,12 @@ AGENTS = {
     # ends the test process as it imports the package, saying through pytest's saved output
     # pipe what a missing pytest says: that read as the grader's fault (unscored)
     "fake-no-pytest": "module.write_text(FAKE_NO_PYTEST + source)",
+    # as pytest imports the package, copies the hidden tests into the workspace: the next
+    # attempt (whose look above exits 3 at a hidden test) and the patch would have them
+    "stash": "module.write_text(STASH + source)",
+    # as pytest imports the package, changes the hidden tests' own copy in the private folder
+    # (found from the report's path): the trial was invalidated, unscored
+    "hidmod": "module.write_text(HIDMOD + source)",
     # the right fix, plus a conftest.py of its own (a fixture): still graded as the fix
     "fix-conftest": 'module.write_text(source.replace("return word\\n\\n\\ndef humanize", '
     "\"return word.replace('_', '-')\\n\\n\\ndef humanize\", 1))\n"
@@ -101,6 +107,22 @@ AGENTS = {
 }
 
 
+STASH = """import pathlib as _p
+_ws = _p.Path(__file__).resolve().parent.parent
+(_ws / ".stash").mkdir(exist_ok=True)
+for _t in _ws.glob("test_*.py"):
+    (_ws / ".stash" / _t.name).write_bytes(_t.read_bytes())
+"""
+HIDMOD = """import pathlib as _p, sys as _s
+for _a in _s.argv:
+    if _a.startswith("--junitxml="):
+        for _f in (_p.Path(_a.split("=", 1)[1]).parents[2] / "hidden").rglob("*.py"):
+            try:
+                _f.chmod(0o644)
+                _f.write_text(_f.read_text() + "# changed by the code under test\\n")
+            except OSError:
+                pass
+"""
 SHADOW = """
 import re, subprocess, sys
 args = sys.argv[1:]
@@ -153,7 +175,8 @@ def make_factory(tmp: Path, repo: Path, base: str, fix: str, upstream_tests: Pat
         script = _write(
             tmp / "agents-src" / f"{name}.py",
             f"FORGE = {FORGE!r}\nVANISH = {VANISH!r}\nSHADOW = {SHADOW!r}\n"
-            f"FAKE_NO_PYTEST = {FAKE_NO_PYTEST!r}\n{LOOK}{body}\n",
+            f"FAKE_NO_PYTEST = {FAKE_NO_PYTEST!r}\nSTASH = {STASH!r}\n"
+            f"HIDMOD = {HIDMOD!r}\n{LOOK}{body}\n",
         )
         _write(
             factory / "agents" / f"{name}.yaml",
@@ -803,6 +826,39 @@ def test_a_pytest_of_the_agents_own_neither_runs_nor_passes_for_a_missing_one(
     assert scores[("fix", "tests")]["value"] == 1.0
 
 
+def test_what_the_code_under_test_changed_while_graded_is_undone_before_the_next_attempt(
+    tmp_path: Path, bench_home: Path, fixture_repo: tuple[Path, str, str, Path]
+) -> None:
+    """Grading runs the agent's code in the workspace: it copied the hidden tests there, and
+    its next attempt read them and its patch showed them."""
+    repo, base, fix, upstream = fixture_repo
+    factory = make_factory(tmp_path, repo, base, fix, upstream)
+    path = launch(
+        factory,
+        "stash",
+        ["{id: stash, agent: stash, max_iterations: 2}", "{id: hidmod, agent: hidmod}"],
+    )
+    code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
+    assert code == 0, err
+    trials = Warehouse(bench_home / "warehouse").read("trials").to_dict("records")
+    by_config = {t["config_id"]: t for t in trials}
+    # The private folder's hidden tests are out of the graders' sandbox: unchanged, scored 0.
+    assert by_config["hidmod"]["outcome"] == "succeeded", by_config["hidmod"]["error"]
+    assert _scores(bench_home)[("hidmod", "tests")]["value"] == 0.0
+    trial = by_config["stash"]
+    # the second attempt ran and saw no hidden test (its look would have ended it: exit 3)
+    assert trial["outcome"] == "succeeded" and trial["iterations"] == 2, trial["error"]
+    assert _scores(bench_home)[("stash", "tests")]["value"] == 0.0
+    (evidence,) = (bench_home / "evidence").rglob("stash/rep1")
+    patch = (evidence / "changes.patch").read_text()
+    assert "_ws.glob" in patch  # the agent's change, and only that
+    assert "def test_dasherize" not in patch
+    assert "diff --git a/.stash" not in patch
+    events = [json.loads(line) for line in (evidence / "transcript.jsonl").read_text().splitlines()]
+    undone = [e for e in events if e["event"] == "grading_changes_undone"]
+    assert undone and any(p.startswith(".stash/") for p in undone[0]["paths"])
+
+
 def test_grading_files_are_never_written_through_a_symlink_out_of_the_workspace(
     tmp_path: Path,
 ) -> None:
@@ -836,6 +892,32 @@ def test_grading_files_are_never_written_through_a_symlink_out_of_the_workspace(
     assert [p.name for p in outside.iterdir()] == ["test_x.py"]
     assert not (ws / "inside" / "test_y.py").exists()
     assert (ws / "conftest.py").read_text() == "the agent's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "repo"]  # nothing left aside
+
+
+def test_undoing_the_grading_never_goes_through_a_symlink_made_while_it_ran(
+    tmp_path: Path,
+) -> None:
+    """The code under test runs between `put` and `restore`: it turned the folder of a hidden
+    test into a symlink out of the workspace, and `restore` unlinked the hidden file and moved
+    the agent's own file there, outside the workspace."""
+    from bench_pipeline.scorers.tests import SwappedFiles
+
+    ws, outside = tmp_path / "repo", tmp_path / "outside"
+    (ws / "tests").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "tests" / "test_x.py").write_text("the agent's payload")
+    (outside / "test_y.py").write_text("not the harness's to delete")
+    swap = SwappedFiles(ws)
+    swap.put("tests/test_x.py", b"hidden")  # the agent's file set aside
+    swap.put("tests/test_y.py", b"hidden too")
+    # ... what the code under test does while the tests run
+    (ws / "tests").rename(ws / "moved")
+    (ws / "tests").symlink_to(outside)
+    swap.restore()
+    assert sorted(p.name for p in outside.iterdir()) == ["test_y.py"]
+    assert (outside / "test_y.py").read_text() == "not the harness's to delete"
+    assert {p.name for p in swap.skipped} == {"test_x.py", "test_y.py"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "repo"]  # nothing left aside
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -167,6 +168,23 @@ class SwappedFiles:
         # every change in order, undone in reverse: ("wrote", path), ("made", folder) or
         # ("moved", the agent's path, where it waits)
         self.done: list[tuple[str, Path, Path | None]] = []
+        self.skipped: list[Path] = []  # what `restore` could not undo safely
+
+    def _real_path_to(self, folder: Path) -> bool:
+        """Whether `folder` is reached from the workspace through folders of the workspace
+        only: real ones, or symlinks to folders inside it (as `put` uses them)."""
+        here = self.workspace
+        for part in folder.relative_to(self.workspace).parts:
+            here = here / part
+            try:
+                mode = here.lstat().st_mode
+            except OSError:
+                return False
+            if stat.S_ISLNK(mode) and not self._folder_inside(here):
+                return False
+            if not stat.S_ISLNK(mode) and not stat.S_ISDIR(mode):
+                return False
+        return True
 
     def put(self, rel: str, data: bytes | None) -> None:
         """`rel` holds `data` until `restore` (None: nothing is there)."""
@@ -205,7 +223,16 @@ class SwappedFiles:
         self.done.append(("moved", path, spot))
 
     def restore(self) -> None:
+        """Undo every change in reverse order. What ran meanwhile (the code under test) could
+        reshape the workspace, e.g. turn a folder on the way into a symlink out of it: a
+        change whose path no longer runs through real folders of the workspace is not undone
+        there (nothing is unlinked or moved through a symlink); the agent's file waiting
+        aside is then dropped with the rest of the aside folder, and the runner puts the
+        workspace back as the agent left it (`trials.runner`, from its snapshot)."""
         for kind, path, spot in reversed(self.done):
+            if not self._real_path_to(path.parent):
+                self.skipped.append(path)
+                continue
             if kind == "wrote":
                 path.unlink(missing_ok=True)
             elif kind == "made":

@@ -56,7 +56,9 @@ from bench_pipeline.workspace.repo import (
     BackgroundRemoval,
     WorkspaceError,
     create_workspace,
+    put_back_staged,
     remove_workspace,
+    stage_workspace,
 )
 from bench_pipeline.workspace.snapshot import InputsChangedError, changed_inputs, snapshot_inputs
 
@@ -285,6 +287,9 @@ class _TrialState:
         # would otherwise leak more than `findings` allows. The output moves to the evidence at
         # the end of the trial.
         self.private_dir: Path | None = None
+        # the workspace as last graded is indexed in the harness's git folder, and no agent
+        # attempt ran since (`_grade`, `repo.stage_workspace`)
+        self.staged = False
         self.hidden_dir: Path | None = None
         self.hidden_hashes: dict[str, str] = {}
         self.plumbing: repo_tests.Plumbing | None = None
@@ -357,6 +362,7 @@ class _TrialState:
                 return
             prompt = findings_prompt(failing, findings_mode(task))
             self.transcript.write("findings", attempt=attempt, prompt=prompt)
+            self._put_back_after_grading(attempt)
 
     def _isolate(self) -> None:
         """Decide how this trial's processes run (see workspace/sandbox.py)."""
@@ -419,6 +425,7 @@ class _TrialState:
             else None,
         )
         t0 = time.monotonic()
+        self.staged = False
         self.transcript.write("attempt_start", attempt=attempt, prompt=prompt)
         try:
             with sandbox.isolated(self.isolation):
@@ -487,7 +494,16 @@ class _TrialState:
         t0 = time.monotonic()
         if not self._inputs_intact("before grading"):
             return []
-        private = (self.private_dir,) if self.private_dir is not None else ()
+        if self.workspace is not None:
+            # What the graders see, indexed: grading runs the agent's code, which can change
+            # the workspace (copy the hidden tests somewhere, leave their bytecode); the
+            # next attempt, the patch and a CI push get this state, not what grading left.
+            stage_workspace(self.workspace)
+            self.staged = True
+        # The tests runner writes its report into its attempt's folder, which alone of the
+        # private folder it sees: the hidden tests' own folder stays out of the sandbox (code
+        # under test that changed them invalidated its trial: unscored).
+        private = (self._private_folder(f"attempt{attempt}/tests"),) if self.private_dir else ()
         graders = (
             self.isolation.for_graders(self.inputs_dir, private, _grading_runtime(self.spec.task))
             if self.isolation
@@ -573,6 +589,21 @@ class _TrialState:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
+    def _put_back_after_grading(self, attempt: int) -> None:
+        """The workspace as the agent left it before grading (`repo.put_back_staged`)."""
+        if self.workspace is None or not self.staged:
+            return
+        changed = put_back_staged(self.workspace)
+        if changed:
+            self.transcript.write(
+                "grading_changes_undone", attempt=attempt, paths=changed[:20], count=len(changed)
+            )
+
+    def _private_folder(self, rel: str) -> Path:
+        path = self._private(rel)
+        path.mkdir(exist_ok=True)
+        return path
+
     def _publish_private(self) -> None:
         """Move each attempt's test output from the private folder into the evidence."""
         if self.private_dir is None:
@@ -615,6 +646,7 @@ class _TrialState:
             and self.outcome == OUTCOME_SUCCEEDED
         ):
             try:
+                self._put_back_after_grading(self.iterations)
                 finalize = ctx.finalize_workspace(self.workspace, spec)
             except Exception as exc:  # CI push failures must not lose the trial
                 finalize = {"error": f"{type(exc).__name__}: {exc}"}
@@ -628,6 +660,7 @@ class _TrialState:
                     self.dir / "changes.patch",
                     caps["patch_bytes"],
                     self.transcript.redact,
+                    staged=self.staged,
                 )
             except WorkspaceError as exc:
                 self._set(OUTCOME_WORKSPACE_ERROR, f"cannot diff the workspace: {exc}")

@@ -46,11 +46,19 @@ def caps() -> dict[str, int]:
 
 
 def write_patch(
-    workspace: Path, sha: str, dest: Path, cap: int, redact: Callable[[str], str]
+    workspace: Path,
+    sha: str,
+    dest: Path,
+    cap: int,
+    redact: Callable[[str], str],
+    *,
+    staged: bool = False,
 ) -> dict[str, Any]:
     """Write the workspace's diff against `sha` (new files included, binary-safe) to `dest`,
-    at most `cap` bytes of it; returns {bytes, full_bytes, truncated}."""
-    workspace_git(workspace, ["add", "--all", "--force", "."])
+    at most `cap` bytes of it; returns {bytes, full_bytes, truncated}. `staged`: the state
+    `repo.stage_workspace` indexed (what was graded last), not the files as they are now."""
+    if not staged:
+        workspace_git(workspace, ["add", "--all", "--force", "."])
     diff = ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", sha]
     argv = workspace_git_argv(workspace, diff)
     kept = bytearray()

@@ -160,6 +160,29 @@ def apply_patch(workspace: Path, patch: str) -> None:
     _git(["apply", "--whitespace=nowarn", "-"], workspace, patch.encode())
 
 
+def stage_workspace(workspace: Path) -> None:
+    """Index `workspace` as it is now in the harness's git folder: the state its graders see,
+    which `put_back_staged` restores and `evidence.write_patch(staged=True)` shows."""
+    workspace_git(workspace, ["add", "--all", "--force", "."])
+
+
+def put_back_staged(workspace: Path) -> list[str]:
+    """Make `workspace` again what `stage_workspace` indexed (whatever ran since changed:
+    files, symlinks, the executable bit; untracked and ignored files alike); returns the paths
+    that differed (empty: nothing to do)."""
+    staged = workspace_git(workspace, ["write-tree"]).decode().strip()
+    workspace_git(workspace, ["add", "--all", "--force", "."])
+    names = workspace_git(
+        workspace, ["diff", "--cached", "--name-only", "--no-renames", "-z", staged]
+    )
+    changed = [n.decode(errors="replace") for n in names.split(b"\0") if n]
+    if changed:
+        # (git writes no file through a symlink on the way: a folder the code under test made
+        # a link out of the workspace is a link again, then a folder, nothing outside touched)
+        workspace_git(workspace, ["read-tree", "-u", "--reset", staged])
+    return changed
+
+
 def commit_all(workspace: Path, message: str) -> str:
     """Commit the workspace's state (for CI pushes) in the harness's git folder; returns the
     new commit sha."""
