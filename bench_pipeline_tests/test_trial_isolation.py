@@ -359,6 +359,9 @@ EARLY_EXIT = {
     "exit0": "import os as _os\n_os._exit(0)\n",
     "sysexit0": "import sys as _sys\n_sys.exit(0)\n",
     "noexit": "import sys as _sys\n_sys.exit = lambda *args: None\n",
+    # codes the checks never declared: alone a grader fault, unscored
+    "exit2": "import os as _os\n_os._exit(2)\n",
+    "sigkill": "import os as _os, signal as _sig\n_os.kill(_os.getpid(), _sig.SIGKILL)\n",
 }
 
 
@@ -393,7 +396,7 @@ def test_code_under_test_that_ends_its_grader_early_passes_no_check(
     from bench_pipeline.warehouse.store import Warehouse
 
     reasons = Warehouse(bench_home / "warehouse").read("scores")["reason"]
-    assert reasons.str.contains("but the grader did not finish").all()
+    assert reasons.str.contains("the grader did not finish").all()
 
 
 FINISHING_GRADERS = {
@@ -431,3 +434,26 @@ def test_a_grader_that_finishes_keeps_its_pass_and_its_output(tmp_path: Path) ->
     assert launch(["python", "runtests.py"], ws) is None
     assert launch(["python", str(ws / "runtests.py")], ws) is None
     assert launch(["python", "-u", str(tmp_path / "grader_atexit.py")], ws) is None
+
+
+def test_a_code_the_check_did_not_declare_is_the_graders_word_only_if_it_finished(
+    tmp_path: Path,
+) -> None:
+    """Exit 3 from the grader's own `sys.exit` is its fault (inconclusive, unscored); exit 3
+    from `os._exit` in the code under test it imports is the agent's failure."""
+    from bench_pipeline.formats.model import Check
+    from bench_pipeline.trials.runner import check_reason, execute_check
+
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "__init__.py").write_text("")
+    grader = tmp_path / "grader.py"
+    grader.write_text("import sys\nsys.path.insert(0, '.')\nimport pkg\nsys.exit(3)\n")
+    check = Check(id="c", description="", command=("python", str(grader)), files=())
+    result, status = execute_check(check, tmp_path, ws, tmp_path)
+    assert (result.exit_code, status) == (3, "inconclusive"), result.output
+    assert "grader fault" in check_reason(check, result, status)
+    (ws / "pkg" / "__init__.py").write_text("import os\nos._exit(3)\n")
+    result, status = execute_check(check, tmp_path, ws, tmp_path)
+    assert (result.exit_code, status) == (3, "failed"), result.output
+    assert "the grader did not finish" in check_reason(check, result, status)

@@ -7,7 +7,10 @@ solved nothing. So a grader that is a Python script (`python FILE.py ...`, the f
 factory's checks use) runs under a small launcher. The launcher writes a mark (random per run,
 read once from stdin) after the script finished by itself: it returned, or it raised a
 `SystemExit` through no frame of the workspace's code, with `sys.exit` still the
-interpreter's own. A passing exit code without the mark fails the check.
+interpreter's own. A passing exit code without the mark fails the check, and so does an exit
+code the check did not declare (alone a grader fault, inconclusive): `os._exit(2)` in the
+package made every check of the task unscored. With the mark, such a code is the grader's own
+word, and stays inconclusive.
 
 This closes ending early, not fooling the grader on purpose: the code under test runs in the
 grader's process and could read the mark. A grader that must hold against that runs the code
@@ -65,7 +68,7 @@ def _bench_launch():
             stream.flush()
         except Exception:
             pass
-    if code == 0 and finished:
+    if finished:
         os.write(1, b"\n" + mark + b"\n")
     return code
 
@@ -77,6 +80,10 @@ UNFINISHED = (
     "the grader did not finish: its process ended with a passing code before the grader was "
     "done (os._exit, or sys.exit from the workspace's code) or sys.exit was replaced; a check "
     "cannot pass that way"
+)
+ENDED_EARLY = (
+    "the grader did not finish: its process ended before the grader was done (os._exit or "
+    "sys.exit from the workspace's code, a signal, a crash), which the code under test did"
 )
 
 

@@ -785,7 +785,10 @@ def execute_check(
     )
     result, done = completion.finished(result, argv, mark)
     status = check_status(result.exit_code, check.passed_codes, check.failed_codes)
-    return result, FAILED if status == PASSED and not done else status
+    # (a grader that never ran to its end: whatever code its process left, the code under
+    # test ended it; not so a timeout, a cancel or a grader that could not start)
+    ended = result.exit_code is not None and not result.timed_out and not result.cancelled
+    return result, FAILED if ended and not done else status
 
 
 def check_status(
@@ -816,6 +819,8 @@ def check_reason(check: Check, result: CommandResult, status: str) -> str:
         )
     if status == FAILED and result.exit_code in check.passed_codes:
         return f"exit {result.exit_code}, but {completion.UNFINISHED}"
+    if status == FAILED and result.exit_code not in check.failed_codes:
+        return f"exit {result.exit_code}: {completion.ENDED_EARLY}"
     return f"exit {result.exit_code}"
 
 
