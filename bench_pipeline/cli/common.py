@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,11 +62,35 @@ def load_run_of(paths: BenchPaths, run_id: str) -> BenchmarkRun:
     return load_run(run_id, paths.warehouse)
 
 
+def output_target(path: str | Path, flag: str) -> Path:
+    """The file an output flag writes: `path`, or the file a symlink there names (the link
+    stays a link). The file is replaced whole by a rename, so anything but a regular file
+    (a device such as /dev/full, a pipe, a socket) is refused: root's rename would put a
+    regular file in its place."""
+    text = os.fspath(path)
+    if text.endswith(os.sep):
+        raise CliError(f"{flag}: {text} names a folder; give a file name")
+    out = Path(text).absolute()
+    if out.is_symlink():
+        out = out.resolve()
+    try:
+        mode = out.stat().st_mode
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        raise CliError(f"{flag}: cannot use {text} ({exc.strerror}); write elsewhere") from None
+    if stat.S_ISDIR(mode):
+        raise CliError(f"{flag}: {text} is a folder; give a file name")
+    if not stat.S_ISREG(mode):
+        raise CliError(
+            f"{flag}: {text} is not a regular file (a device, a pipe or a socket); give a file name"
+        )
+    return out
+
+
 def check_output_file(path: str | Path, flag: str) -> Path:
     """Refuse, before any work, an output file that could not be written at the end."""
-    out = Path(path).absolute()
-    if out.is_dir():
-        raise CliError(f"{flag}: {path} is a folder; give a file name")
+    out = output_target(path, flag)
     parent = out.parent
     if not parent.is_dir():
         raise CliError(f"{flag}: folder {parent} does not exist; create it or write elsewhere")
@@ -80,6 +105,6 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     return out
 
 
-def write_output_file(path: str | Path, text: str) -> None:
+def write_output_file(path: str | Path, text: str, flag: str = "--out") -> None:
     """Write a whole file or nothing: a reader never sees half a report."""
-    replace_text(path, text)
+    replace_text(output_target(path, flag), text)
