@@ -21,4 +21,9 @@ def set_baseline(warehouse: Warehouse, suite: str, run_id: str) -> None:
     run = load_run(run_id, warehouse)
     if run.suite != suite:
         raise BaselineError(f"baseline: run {run_id} is of suite '{run.suite}', not '{suite}'")
+    if not warehouse.files("trials", run_id):  # (a gate against it would compare nothing)
+        raise BaselineError(
+            f"baseline: run {run_id} has no trials; pin a run with results "
+            "(`bench results --list`), or finish it first with `bench run --resume`"
+        )
     pin_baseline(warehouse, suite, run_id)

@@ -925,6 +925,10 @@ def _compute_derived(
                 return R.config_table(trials, scores, per_trial=bpt, cells=b_cells), bpt
 
             baseline_table, baseline_per_trial = _timed(timings, "baseline run", baseline_side)
+            if baseline_table is None:  # (a gate must not pass by comparing with nothing)
+                base_note = f"baseline {base_id} has no trials: not compared"
+                notes.append(base_note)
+                base_id = None
 
     scorers, judge = run_scorers(warehouse, run)
     judge_status = judge_calibration_note(warehouse, judge) if uses_judge(scorers) else None
