@@ -134,3 +134,14 @@ def test_refuses_missing_escaping_ambiguous_and_bad_yaml(tmp_path):
     factory(tmp_path, "typo.yaml", "comand: [true]\n")
     with pytest.raises(BenchInputError, match="did you mean 'command'"):
         make_scorer("workflow:typo", context(root)).preflight()
+
+
+def test_a_scorer_that_calls_sys_exit_is_an_error_not_the_end_of_bench(tmp_path):
+    """sys.exit(5) in score() ended the whole run (`step launch: SystemExit: 5`), and
+    `raise SystemExit(3)` at the module's top made `bench validate` exit 3 without a word."""
+    root = factory(tmp_path, "quits.py", "import sys\n\ndef score(trial):\n    sys.exit(5)\n")
+    (r,) = run(root, "workflow:quits", tmp_path)
+    assert r.status == SCORE_ERROR and "SystemExit" in r.reason
+    factory(tmp_path, "quits_early.py", "raise SystemExit(3)\n\ndef score(trial):\n    pass\n")
+    with pytest.raises(BenchInputError, match="import failed: SystemExit: 3"):
+        run(root, "workflow:quits_early", tmp_path)

@@ -2,7 +2,9 @@
 
 - Python: the module exposes `score(trial: dict) -> {"score": float, "reason": str}`; it is
   imported by file path (fresh module per scorer instance) and called in-process with
-  `TrialEvidence.as_json()`.
+  `TrialEvidence.as_json()`. A `sys.exit` there (at import or in `score`) is a scorer error like
+any exception; `os._exit` cannot be caught in-process: it ends `bench` (the factory's own
+code, trusted; a `.yaml` command scorer runs in a process of its own).
 - Command: `<id>.yaml` (or `.yml`) with `command: [argv...]` and optional `timeout_seconds`
   (default 60, at most 600) and `env` (names passed through the scrubbed environment). Each
   argument gets `{evidence}` (a JSON file of `trial.as_json()`), `{factory}` (the factory root)
@@ -182,7 +184,8 @@ class WorkflowScorer(Scorer):
             module = importlib.util.module_from_spec(spec)
             try:
                 spec.loader.exec_module(module)
-            except Exception as exc:
+            # (sys.exit in the user's module would end bench itself, silently, with its code)
+            except (Exception, SystemExit) as exc:
                 raise BenchInputError(
                     self.path, None, f"import failed: {type(exc).__name__}: {exc}"
                 ) from None
@@ -233,7 +236,7 @@ class WorkflowScorer(Scorer):
         function = self._load_function()
         try:
             return function(trial.as_json())
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # (sys.exit in score() ended the whole run)
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             raise RuntimeError(f"scorer raised {tb}") from exc
 
