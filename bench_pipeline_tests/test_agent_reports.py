@@ -43,3 +43,19 @@ def test_a_broken_usage_report_is_an_unknown_cost_and_the_run_goes_on(
     assert any(e.get("text") == "half a pair: \ud800" for e in events)
     code, out, err = run_bench("results", "--json", home=bench_home)
     assert code == 0, err
+
+
+def test_a_token_count_that_is_not_a_count_makes_the_cost_unknown(tmp_path: Path) -> None:
+    """input_tokens: -1000 was dropped and the rest priced: a known cost, too low."""
+    from bench_pipeline.agents.command import usage_from_file
+    from bench_pipeline.formats.model import Prices
+
+    usage_file = tmp_path / "usage.json"
+    prices = Prices({"m": {"input": 3.0, "output": 15.0}})
+    usage_file.write_text('{"input_tokens": -1000, "output_tokens": 10, "model": "m"}')
+    usage = usage_from_file(usage_file, prices, None)
+    assert usage is not None and usage.cost_usd is None
+    assert "input_tokens -1000 is not a count" in (usage.cost_unknown_reason or "")
+    usage_file.write_text('{"input_tokens": 1000, "output_tokens": 10, "model": "m"}')
+    usage = usage_from_file(usage_file, prices, None)
+    assert usage is not None and usage.cost_usd is not None and usage.cost_usd > 0

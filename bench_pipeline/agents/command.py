@@ -65,13 +65,19 @@ def usage_from_file(path: Path, prices: Prices, default_model: str | None) -> Us
         return None
     if isinstance(data, str):
         return Usage.unknown(data)
-    counts = [
-        as_int(data.get(k))
-        for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-    ]
+    keys = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    counts = [as_int(data.get(k)) for k in keys]
     cost = as_cost(data.get("cost_usd"))
     if cost is not None:
         return Usage(*counts, cost, None)
+    bad = [k for k, n in zip(keys, counts, strict=True) if n is None and data.get(k) is not None]
+    if data.get("cost_usd") is None and bad:  # (priced without it, the cost would be too low)
+        return Usage(
+            *counts,
+            None,
+            f"usage file {path.name}: {bad[0]} {json.dumps(data[bad[0]])[:40]} is not a count "
+            "(an integer from 0 to 2^63-1)",
+        )
     if data.get("cost_usd") is not None:  # (said, but not a cost: never priced instead)
         return Usage(
             *counts,
