@@ -87,3 +87,44 @@ def test_the_harness_never_runs_git_through_the_agents_git_folder(
         assert f"+{name}" in patch.read_text(), patch.read_text()[:2000]
         # scored, and scored 0: the agent fixed nothing
         assert table[name]["scored_checks"] == 1 and table[name]["score_checks"] == 0.0
+
+
+LOOK_AHEAD = """
+import subprocess, sys
+sys.stdin.read()
+listed = subprocess.run(
+    ["git", "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"],
+    capture_output=True, text=True, check=True,
+).stdout.split()
+history = subprocess.run(["git", "log", "--format=%H"], capture_output=True, text=True).stdout
+if sys.argv[1] in listed:
+    print("a commit after the base is readable in the workspace")
+    sys.exit(3)
+if sys.argv[2] not in history.split():
+    print("the base's own history is missing")
+    sys.exit(4)
+"""
+
+
+def test_a_workspace_holds_no_object_of_a_commit_after_its_base(
+    example: Path, factory: Path, bench_home: Path
+) -> None:
+    """The workspace borrowed every object of the source repository: an agent could list them
+    and read the commits after its base (a task drafted from an upstream fix: the fix itself
+    and its tests)."""
+    repo = example / "service-repo"
+
+    def rev(ref: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", ref], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    later, base = rev("v1.1"), rev("v1.0")
+    launch = _command_launch(factory, "lookahead", LOOK_AHEAD, [later, base], tasks=1)
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+    (trial,) = _trials(bench_home)
+    assert trial["task_id"] == "amount-precision"  # (a task at v1.0; v1.1 came after)
+    assert trial["outcome"] == "succeeded", trial["error"]
+    stores = list((bench_home / "cache" / "objects").iterdir())
+    assert len(stores) == 1 and (stores[0] / "complete").is_file()

@@ -150,6 +150,7 @@ def execute_trials(
         on_trial_done=on_done,
         on_test_results=on_tests,
         prepare_cache=paths.prepare_cache,
+        objects_cache=paths.objects_cache,
     )
     if run.launch.ci is not None:  # commit + push each trial's final state to bench/<run>/<trial>
         from bench_pipeline.runs.ci_push import ci_finalizer

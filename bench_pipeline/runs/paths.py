@@ -42,6 +42,12 @@ class BenchPaths:
         """Caches of `prepare` commands, one folder per key (see trials.prepare)."""
         return self.home / "cache" / "prepare"
 
+    @property
+    def objects_cache(self) -> Path:
+        """The trials' git object stores, one per repository and base commit (see
+        workspace.repo.base_objects)."""
+        return self.home / "cache" / "objects"
+
     def cancel_flag(self, run_id: str) -> Path:
         return self.home / "cancel" / run_id
 

@@ -103,6 +103,9 @@ class TrialContext:
     # Called with the trial row and its per-test rows (TEST_RESULTS) before on_trial_done.
     on_test_results: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
     prepare_cache: Path | None = None  # where prepare caches live (None: no cache)
+    # where the workspaces' object stores live, one per repository and base commit (None: a
+    # workspace borrows every object of the source repository, commits after its base too)
+    objects_cache: Path | None = None
     # Per-run facts every trial would otherwise recompute (~1 ms a text case): the secrets in
     # `environ`, and each config's hash and frozen agent dict. Filled on first use.
     _secrets: list[str] | None = field(default=None, init=False, repr=False)
@@ -319,7 +322,9 @@ class _TrialState:
         snapshot_inputs(self.ctx.suite_dir, self.visible_hashes, self.inputs_dir)
         if not task.is_text:
             assert task.repo and task.base_sha
-            self.workspace = create_workspace(task.repo, task.base_sha, self.private_root / "repo")
+            self.workspace = create_workspace(
+                task.repo, task.base_sha, self.private_root / "repo", self.ctx.objects_cache
+            )
             if task.tests is not None:
                 self.private_dir = Path(tempfile.mkdtemp(prefix="bench-grading-"))
                 self.hidden_dir = self.private_dir / "hidden"

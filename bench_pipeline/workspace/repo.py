@@ -16,6 +16,7 @@ the agent's sandbox) and reads the workspace through that, with no config but it
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import shutil
@@ -56,8 +57,47 @@ def objects_dir(repo: str) -> Path:
     return _objects_dirs[repo]
 
 
-def create_workspace(repo: str, sha: str, dest: Path) -> Path:
-    """Make `dest` a checkout of `sha` on branch `bench`, borrowing the source's objects."""
+# What marks a finished object store of `base_objects` (written last, before the rename).
+_COMPLETE = "complete"
+
+
+def base_objects(repo: str, sha: str, cache: Path) -> Path:
+    """An object store of what `sha` reaches in `repo` only (the history up to the base),
+    built once per repository and commit under `cache` and shared by every trial of them.
+
+    A workspace that borrows the whole source repository's objects lets its agent read every
+    commit after the base: `git cat-file --batch-all-objects` finds the upstream fix and the
+    hidden tests' blobs of a task drafted from that fix (`tasks from-commit`). One pack of the
+    base's history (`git pack-objects --revs`), built in a folder beside and renamed into
+    place, so that two trials building it at once both end with one whole store."""
+    source = git_dir(local_repo(repo))
+    key = hashlib.sha256(f"{source.resolve()}\0{sha}".encode()).hexdigest()[:24]
+    store = cache / key
+    if (store / _COMPLETE).is_file():
+        return store / "objects"
+    cache.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
+    try:
+        (scratch / "objects" / "pack").mkdir(parents=True)
+        base = scratch / "objects" / "pack" / "pack"
+        _git(["pack-objects", "--quiet", "--revs", str(base)], source, f"{sha}\n".encode())
+        (scratch / _COMPLETE).write_text(f"{source}\n{sha}\n")
+        try:
+            os.rename(scratch, store)
+        except OSError:  # (another trial's store got there first, or an unfinished one is in
+            # the way: a complete one is used as it is, an unfinished one replaced)
+            if not (store / _COMPLETE).is_file():
+                shutil.rmtree(store, ignore_errors=True)
+                os.rename(scratch, store)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return store / "objects"
+
+
+def create_workspace(repo: str, sha: str, dest: Path, objects_cache: Path | None = None) -> Path:
+    """Make `dest` a checkout of `sha` on branch `bench`, borrowing the source's objects: with
+    `objects_cache`, only those of the base's history (`base_objects`; a trial's workspace),
+    else all of them (the harness's own checkouts, which no agent gets)."""
     if dest.exists():
         shutil.rmtree(dest)
     for _ in range(3):  # a finishing trial may prune the shared parents between the two mkdirs
@@ -71,7 +111,12 @@ def create_workspace(repo: str, sha: str, dest: Path) -> Path:
         if harness.exists():
             shutil.rmtree(harness)
         _init(dest)
-        (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects_dir(repo)}\n")
+        objects = (
+            base_objects(repo, sha, objects_cache)
+            if objects_cache is not None
+            else objects_dir(repo)
+        )
+        (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
         _git(["reset", "--quiet", "--hard", sha], dest)
         # (its index too: the files' stat data, so that reading the workspace later hashes
         # only what changed)
