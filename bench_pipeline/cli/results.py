@@ -155,15 +155,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     if args.out:  # (before the tables are computed, as `bench run --out` before its trials)
         common.check_output_file(args.out, "--out")
     if args.list:
-        runs = paths.warehouse.read_runs().sort_values("created_at")
-        from bench_pipeline.runs.status import run_statuses
-
-        statuses = run_statuses(paths.warehouse, [str(r) for r in runs["run_id"]])
-        for r in runs.itertuples():
-            print(
-                f"{r.run_id}  {r.suite}  {r.launch}  {r.created_at}  task set {r.task_set_revision}  {statuses.get(r.run_id, 'unknown')}"
-            )
-        return common.EXIT_OK
+        return list_runs(args, paths)
     return show_results(
         args,
         paths,
@@ -171,6 +163,38 @@ def cmd_results(args: argparse.Namespace) -> int:
         fail_on_error=args.fail_on_error,
         fail_on_regression=args.fail_on_regression,
     )
+
+
+def list_runs(args: argparse.Namespace, paths: Any) -> int:
+    """`bench results --list`: every run with its status; a run whose files cannot be read is
+    listed as such and the file named on stderr, the others as usual."""
+    from bench_pipeline.runs.status import run_statuses
+
+    runs = paths.warehouse.read_runs().sort_values("created_at")
+    unreadable: list[Exception] = []
+    statuses = run_statuses(paths.warehouse, [str(r) for r in runs["run_id"]], unreadable)
+    listed = [
+        {
+            "run_id": r.run_id,
+            "suite": r.suite,
+            "launch": r.launch,
+            "created_at": r.created_at,
+            "task_set_revision": r.task_set_revision,
+            "status": statuses.get(r.run_id, "unknown"),
+        }
+        for r in runs.itertuples()
+    ]
+    if getattr(args, "json", False):
+        common.print_json([{**r, "created_at": r["created_at"].isoformat()} for r in listed])
+    else:
+        for r in listed:
+            print(
+                f"{r['run_id']}  {r['suite']}  {r['launch']}  {r['created_at']}  "
+                f"task set {r['task_set_revision']}  {r['status']}"
+            )
+    for exc in unreadable:
+        print(f"warning: {exc}", file=sys.stderr)
+    return common.EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from bench_pipeline.formats.serialize import collector_paused, from_jsonable, to
 from bench_pipeline.formats.taskset import FrozenTaskSet, StoredTasks, freeze
 from bench_pipeline.trials.runner import TrialSpec
 from bench_pipeline.warehouse import layout
-from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.warehouse.store import CorruptFileError, Warehouse
 
 BASELINE_CONFIG_ID = "original"  # the recorded originals; "baseline" is the pinned run
 
@@ -240,8 +240,22 @@ def load_run(run_id: str, warehouse: Warehouse) -> BenchmarkRun:
     known = _loaded.get(path)
     if ident is not None and known is not None and known[0] == ident:
         return known[1]
+    data = warehouse.read_json(layout.manifest(run_id))
     with collector_paused():
-        run = run_from_manifest(warehouse.read_json(layout.manifest(run_id)), warehouse)
+        try:
+            run = run_from_manifest(data, warehouse)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # JSON of another shape (`{}`, `[]`, another file put in its place) is as
+            # unreadable as JSON cut short: named the same way, to move aside the same way
+            raise CorruptFileError(path, ValueError(_not_a_manifest(data, exc)), "JSON") from None
     if ident is not None:
         _loaded[path] = (ident, run)
     return run
+
+
+def _not_a_manifest(data: Any, exc: Exception) -> str:
+    if not isinstance(data, dict):
+        return f"not a run manifest: a JSON {type(data).__name__}, not an object"
+    if isinstance(exc, KeyError):
+        return f"not a run manifest: no key {exc}"
+    return f"not a run manifest: {exc}"

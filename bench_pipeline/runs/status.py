@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline.warehouse import layout
-from bench_pipeline.warehouse.store import Warehouse
+from bench_pipeline.warehouse.store import CorruptFileError, Warehouse
 
 RUNNING, FINISHED, FAILED, CANCELLED, INTERRUPTED = (
     "running",
@@ -41,11 +41,16 @@ def mark_finished(warehouse: Warehouse, run_id: str, status: str = FINISHED, **e
 
 
 def status_of(warehouse: Warehouse, run_id: str) -> dict[str, Any] | None:
-    return (
-        warehouse.read_json(layout.run_status(run_id))
-        if warehouse.exists(layout.run_status(run_id))
-        else None
-    )
+    return _read_status(warehouse, run_id) if warehouse.exists(layout.run_status(run_id)) else None
+
+
+def _read_status(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
+    data = warehouse.read_json(layout.run_status(run_id))
+    # (JSON of another shape, `[]` or `{}`, is as unreadable as JSON cut short)
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        problem = ValueError("not a run status: no 'status' in a JSON object")
+        raise CorruptFileError(warehouse.root / layout.run_status(run_id), problem, "JSON")
+    return data
 
 
 def progress_note(warehouse: Warehouse, run_id: str, trial_count: int) -> str | None:
@@ -107,16 +112,44 @@ def mark_finished_if_complete(warehouse: Warehouse, run_id: str, by: str) -> Non
         mark_finished(warehouse, run_id, FINISHED, by=by)
 
 
-def run_statuses(warehouse: Warehouse, run_ids: list[str] | None = None) -> dict[str, str]:
-    """run id -> status: the recorded one, else (for `run_ids` without one) the inferred one."""
+# A run whose status file, or (with none) manifest or trial rows, cannot be read: listed as
+# such, the file named apart, so that one damaged run does not hide the others.
+UNREADABLE_STATUS = "unreadable status"
+UNREADABLE_MANIFEST = "unreadable manifest"
+UNREADABLE_ROWS = "unreadable trial rows"
+
+
+def run_statuses(
+    warehouse: Warehouse,
+    run_ids: list[str] | None = None,
+    unreadable: list[CorruptFileError] | None = None,
+) -> dict[str, str]:
+    """run id -> status: the recorded one, else (for `run_ids` without one) the inferred one;
+    `no manifest` for those of `run_ids` whose manifest is gone, whatever was recorded. A file
+    that cannot be read gives its run UNREADABLE_STATUS, UNREADABLE_MANIFEST or
+    UNREADABLE_ROWS, its error appended to `unreadable` (when given)."""
+    from bench_pipeline.runs.benchmark_run import run_exists
+
     folder = warehouse.root / layout.RUN_STATUS
     out = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        data = warehouse.read_json(layout.run_status(f.stem))
-        out[data["run_id"]] = data["status"]
+        try:
+            out[f.stem] = _read_status(warehouse, f.stem)["status"]
+        except CorruptFileError as exc:
+            out[f.stem] = UNREADABLE_STATUS
+            if unreadable is not None:
+                unreadable.append(exc)
     for run_id in run_ids or []:
-        if run_id not in out:
-            out[run_id] = inferred_status(warehouse, run_id)
+        if not run_exists(warehouse, run_id):  # (set aside: what its status says is moot)
+            out[run_id] = NO_MANIFEST
+        elif run_id not in out:
+            try:
+                out[run_id] = inferred_status(warehouse, run_id)
+            except CorruptFileError as exc:
+                manifest = str(warehouse.root / layout.manifest(run_id))
+                out[run_id] = UNREADABLE_MANIFEST if exc.file == manifest else UNREADABLE_ROWS
+                if unreadable is not None:
+                    unreadable.append(exc)
     return out
 
 
@@ -151,7 +184,11 @@ def recover_interrupted(warehouse: Warehouse, pid_root: Path | None = None) -> l
     interrupted = []
     folder = warehouse.root / layout.RUN_STATUS
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        data = warehouse.read_json(layout.run_status(f.stem))
+        try:
+            data = _read_status(warehouse, f.stem)
+        except CorruptFileError:
+            # (named by a read or the listing of that run; every other run's is recovered)
+            continue
         if (
             data.get("status") == RUNNING
             and data.get("host") == host

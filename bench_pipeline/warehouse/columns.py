@@ -24,8 +24,11 @@ import pyarrow.dataset as ds
 
 from bench_pipeline.warehouse.store import (
     CorruptFileError,
+    NotThisTableError,
     Warehouse,
     _readable,
+    check_keys,
+    key_columns,
     listing_again,
     raise_if_vanished,
     table_schema,
@@ -162,10 +165,12 @@ def _read_files(
         data = ds.dataset(
             [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, True)
         )
-        return data.to_table(columns=columns, filter=where, **_LEAN)
+        out = data.to_table(columns=columns, filter=where, **_LEAN)
     except Exception as exc:
         _raise_corrupt(files, exc)
         raise
+    check_keys(out, files)
+    return out
 
 
 def read_groups(
@@ -230,6 +235,7 @@ def _groups(
         except Exception as exc:
             _raise_corrupt(group, exc)
             raise
+        check_keys(part, group)
         # (one chunk per column: dictionaries unified, the files' small buffers freed)
         joined = part.combine_chunks()
         del part, data
@@ -593,7 +599,9 @@ def iter_batches(
             data = ds.dataset(
                 [str(f) for f in files], schema=pa.schema(fields), format=_format(cats, False)
             )
-            yield from data.to_batches(columns=columns)
+            for batch in data.to_batches(columns=columns):
+                check_keys(batch, files)
+                yield batch
         except Exception as exc:
             _raise_corrupt(files, exc)
             raise
@@ -669,6 +677,9 @@ def _file_batches(
         try:
             handle = pq.ParquetFile(path, read_dictionary=cats, pre_buffer=False)
             have = set(handle.schema_arrow.names)
+            missing = [k for k in key_columns(columns) if k not in have]
+            if missing:
+                raise CorruptFileError(path, NotThisTableError(missing))
             for batch in handle.iter_batches(
                 batch_size=_LEAN["batch_size"], columns=[c for c in columns if c in have]
             ):

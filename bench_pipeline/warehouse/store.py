@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -119,15 +119,64 @@ def raise_if_vanished(files: Iterable[Path], cause: BaseException) -> None:
         raise VanishedFileError(gone) from cause
 
 
-def _readable(path: Path) -> bool:
-    """Whether `path` is a whole Parquet file (footer and schema readable)."""
+# The columns that name a row, in every table that has them: never null in a file of that
+# table. A read fills a column a file lacks with nulls (as for a column added since the file
+# was written), so a file without them (another table's, another program's) would read as rows
+# of no run, no trial: it is not readable as that table.
+KEY_COLUMNS = ("run_id", "trial_id")
+
+
+def key_columns(names: Iterable[str]) -> list[str]:
+    """The key columns among `names` (a table's columns, or a read's)."""
+    names = set(names)
+    return [c for c in KEY_COLUMNS if c in names]
+
+
+def _unreadable_why(path: Path, keys: Iterable[str] = ()) -> Exception | None:
+    """Why `path` is not a whole Parquet file (footer and schema readable) with the columns
+    `keys`, or None when it is."""
     import pyarrow.parquet as pq
 
     try:
-        pq.read_metadata(path)
-        return True
-    except Exception:
-        return False
+        names = pq.read_schema(path).names
+    except Exception as exc:
+        return exc
+    missing = [k for k in keys if k not in names]
+    return NotThisTableError(missing) if missing else None
+
+
+class NotThisTableError(ValueError):
+    """A whole Parquet file without the key columns of the table it is filed under."""
+
+    def __init__(self, missing: Sequence[str]):
+        super().__init__(f"no {', '.join(missing)} column: a file of another table")
+
+
+def _readable(path: Path, keys: Iterable[str] = ()) -> bool:
+    """Whether `path` is a whole Parquet file (footer and schema readable) with the columns
+    `keys` (a table's key columns)."""
+    return _unreadable_why(path, keys) is None
+
+
+def corrupt_cause(path: Path, keys: Iterable[str], exc: BaseException) -> BaseException:
+    """What a CorruptFileError of `path` says: the columns it lacks, else the read's error."""
+    why = _unreadable_why(path, keys)
+    return why if isinstance(why, NotThisTableError) else exc
+
+
+def check_keys(data: pa.Table | pa.RecordBatch | pd.DataFrame, files: Sequence[Path]) -> None:
+    """Raise CorruptFileError naming the first of `files` (those `data` was read from) that
+    lacks a key column `data` holds a null in (a file without it reads it as nulls)."""
+    if hasattr(data, "column_names"):  # (Arrow: null counts are known, nothing is scanned)
+        keys = [c for c in key_columns(data.column_names) if data.column(c).null_count]
+    else:
+        keys = [c for c in key_columns(data.columns) if data[c].isna().any()]
+    if not keys:
+        return
+    for path in files:
+        why = _unreadable_why(path, keys)
+        if why is not None:
+            raise CorruptFileError(path, corrupt_cause(path, keys, why)) from None
 
 
 def _empty(schema: pa.Schema | None) -> pd.DataFrame:
@@ -297,6 +346,8 @@ class Warehouse:
             return json.loads(path.read_bytes())
         except ValueError as exc:  # (not JSON, or not UTF-8)
             raise CorruptFileError(path, exc, kind="JSON") from None
+        except IsADirectoryError as exc:
+            raise CorruptFileError(path, ValueError(exc.strerror), kind="JSON") from None
 
     def exists(self, relpath: str) -> bool:
         return (self.root / relpath).exists()
@@ -370,11 +421,12 @@ class Warehouse:
     ) -> pd.DataFrame:
         """A read of `files` failed with `exc`: a damaged file is named (refused for one run,
         left out with a warning across runs); any other error is raised as it was."""
-        bad = [f for f in files if not _readable(f)]
+        keys = key_columns(schema.names) if schema is not None else []
+        bad = [f for f in files if not _readable(f, keys)]
         if not bad:
             raise exc
         if run_id is not None:
-            raise CorruptFileError(bad[0], exc) from None
+            raise CorruptFileError(bad[0], corrupt_cause(bad[0], keys, exc)) from None
         # Across runs, one damaged file must not hide every other run: leave it out and
         # say so (a read of that run itself refuses with the file named).
         for f in bad:
@@ -396,7 +448,9 @@ class Warehouse:
             # DuckDB scan, and every partition step reads its own rows.
             import pyarrow as pa
 
-            return pa.concat_tables([_small_table(f, schema) for f in files]).to_pandas()
+            data = pa.concat_tables([_small_table(f, schema) for f in files])
+            check_keys(data, files)
+            return data.to_pandas()
         if schema is None and where is None and len(files) == 1:
             # One run's derived table is one file: its own schema and pandas metadata say
             # everything, and no query engine needs to be loaded to read it back.
@@ -410,9 +464,12 @@ class Warehouse:
             sql = f"SELECT * FROM read_parquet({[str(f) for f in files]!r}, union_by_name=true)"
             if where:
                 sql += f" WHERE {where}"
-            return con.execute(sql).df()
+            frame = con.execute(sql).df()
         finally:
             con.close()
+        if schema is not None:
+            check_keys(frame, files)
+        return frame
 
     def read_runs(self) -> pd.DataFrame:
         return self.read("runs")
@@ -436,7 +493,11 @@ class Warehouse:
         maps a second copy of DuckDB for it (~60 MB of its peak memory) and the file is
         readable by the shell whatever Python's duckdb writes. Without the shell, Python's
         duckdb writes it at the shell's storage version. Either way it is rebuilt beside and
-        renamed into place (a reader never sees half of it)."""
+        renamed into place (a reader never sees half of it).
+
+        A table of fixed schema no file of which was written yet (`test_results` before a task
+        with a `tests` criterion ran) gets an empty view of its columns, so that every
+        documented query runs. Returns the tables that have files."""
         self.root.mkdir(parents=True, exist_ok=True)
         # (a hidden folder is no table: e.g. `.joining`, where a partition's files are joined)
         names = sorted(
@@ -445,7 +506,10 @@ class Warehouse:
             if p.is_dir() and not p.name.startswith(".") and any(p.glob("**/*.parquet"))
         )
         built = self.duckdb_path.with_name(f".{self.duckdb_path.name}.views")
-        key = json.dumps({"storage_version": DUCKDB_STORAGE_VERSION, "views": names})
+        empty = sorted(set(SCHEMA_NAMES) - set(names))
+        key = json.dumps(
+            {"storage_version": DUCKDB_STORAGE_VERSION, "views": names, "empty": empty}
+        )
         if self.duckdb_path.exists() and built.exists() and built.read_text() == key:
             return names
         statements = [
@@ -454,6 +518,7 @@ class Warehouse:
             "union_by_name=true);"
             for name in names
         ]
+        statements += [_empty_view(name, table_schema(name)) for name in empty]
         with replacing(self.duckdb_path) as tmp:
             try:
                 _write_views(tmp, statements)
@@ -505,6 +570,29 @@ def _entry_name(entry: os.DirEntry[str]) -> str:
 
 def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+def _empty_view(name: str, schema: pa.Schema) -> str:
+    columns = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in schema)
+    return f'CREATE VIEW "{name}" AS SELECT {columns} LIMIT 0;'
+
+
+def _sql_type(arrow: pa.DataType) -> str:
+    """The DuckDB type a Parquet column of Arrow type `arrow` reads as (the fixed schemas'
+    types: warehouse/schemas.py)."""
+    import pyarrow as pa
+
+    if pa.types.is_list(arrow):
+        return f"{_sql_type(arrow.value_type)}[]"
+    if pa.types.is_timestamp(arrow):
+        return "TIMESTAMPTZ" if arrow.tz else "TIMESTAMP"
+    return {
+        pa.string(): "VARCHAR",
+        pa.bool_(): "BOOLEAN",
+        pa.int32(): "INTEGER",
+        pa.int64(): "BIGINT",
+        pa.float64(): "DOUBLE",
+    }[arrow]
 
 
 def duckdb_shell() -> str | None:
