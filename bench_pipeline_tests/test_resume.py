@@ -108,6 +108,12 @@ def test_sigkill_then_resume_finishes_without_rerunning_or_duplicating(
     code, out, err = run_bench("results", "--list", home=bench_home)
     assert f"run {run_id} was interrupted" in err
     assert re.search(rf"{run_id}.*interrupted", out)
+    # Its results say they are partial, and how to finish them.
+    code, out, err = run_bench("results", run_id, home=bench_home)
+    assert code == 0, err
+    note = re.search(r"note: interrupted: (\d+) of (\d+) trials finished \(the numbers are "
+                     rf"partial\); finish it with `bench run --resume {run_id}`", out)  # fmt: skip
+    assert note and int(note.group(1)) < int(note.group(2)) == total, out
 
     code, out, err = run_bench("run", "--resume", run_id, "--json", home=bench_home)
     assert code == 0, err

@@ -54,12 +54,18 @@ def _read_status(warehouse: Warehouse, run_id: str) -> dict[str, Any]:
 
 
 def progress_note(warehouse: Warehouse, run_id: str, trial_count: int) -> str | None:
-    """While a run is still going its numbers are partial: say how far it is."""
-    status = status_of(warehouse, run_id) or {}
-    if status.get("status") != RUNNING:
+    """While a run is still going, or after it stopped short (interrupted, cancelled, failed),
+    its numbers are partial: say how far it got, and how to finish it."""
+    status = (status_of(warehouse, run_id) or {}).get("status")
+    if status not in (RUNNING, INTERRUPTED, CANCELLED, FAILED):
         return None
     finished = trials_written(warehouse, run_id)
-    return f"running: {finished} of {trial_count} trials finished (the numbers are partial)"
+    if status != RUNNING and finished >= trial_count:
+        return None  # (every trial ended: only the results step stopped short)
+    note = f"{status}: {finished} of {trial_count} trials finished (the numbers are partial)"
+    if status != RUNNING:
+        note += f"; finish it with `bench run --resume {run_id}`"
+    return note
 
 
 # Runs no `bench run` process drives (launched from the Dagster UI, a backfill, the nightly
