@@ -81,3 +81,17 @@ def test_a_run_without_trials_is_no_baseline_and_no_gate_passes_against_it(
     assert code == 1, out + err
     assert f"--fail-on-regression: nothing compared: baseline {empty} has no trials" in err
     assert f"note: baseline {empty} has no trials: not compared" in out
+
+
+def test_a_run_without_trials_has_nothing_to_rescore(factory: Path, bench_home: Path) -> None:
+    """`bench rescore` of a run with no trials started Dagster, then ended with exit 1 on a
+    LookupError from the results step."""
+    launch = factory / "launches" / "good.yaml"
+    launch.write_text(ONE_TRIAL.format(config="x", agent="reference"))
+    code, out, err = run_bench("run", str(launch), "--quiet", home=bench_home)
+    assert code == 0, err
+    run_id = out.split("Run ", 1)[1].split()[0]
+    for path in (bench_home / "warehouse" / "trials" / run_id).rglob("*.parquet"):
+        path.unlink()  # (as a run killed before its first trial ended leaves it)
+    code, _, err = run_bench("rescore", run_id, home=bench_home)
+    assert code == 2 and f"run {run_id} has no trials yet: nothing to rescore" in err, err

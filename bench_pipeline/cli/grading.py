@@ -30,6 +30,11 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             f"run {run_id} is still running; rescore it when it ends (or `bench cancel`)"
         )
     run = common.load_run_of(paths, run_id)
+    if not paths.warehouse.files("trials", run_id):  # (nothing to grade: before Dagster starts)
+        raise common.CliError(
+            f"run {run_id} has no trials yet: nothing to rescore; finish it with "
+            f"`bench run --resume {run_id}`"
+        )
     scorers = rs.parse_scorers(args.scorers)
     judge = rs.effective_judge(paths.warehouse, run)
     judge_changed = judge != run.launch.judge
