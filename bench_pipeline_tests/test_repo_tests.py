@@ -74,6 +74,9 @@ AGENTS = {
     # ends the test process as it imports the package, saying through pytest's saved output
     # pipe what a missing pytest says: that read as the grader's fault (unscored)
     "fake-no-pytest": "module.write_text(FAKE_NO_PYTEST + source)",
+    # once pytest wrote its report, ends the process with 3: alone pytest's internal error
+    "atexit3": "module.write_text('import atexit as _a, os as _o\\n_a.register(_o._exit, 3)\\n'"
+    " + source)",
     # as pytest imports the package, copies the hidden tests into the workspace: the next
     # attempt (whose look above exits 3 at a hidden test) and the patch would have them
     "stash": "module.write_text(STASH + source)",
@@ -809,7 +812,7 @@ def test_a_pytest_of_the_agents_own_neither_runs_nor_passes_for_a_missing_one(
     its output said pytest was missing, which the code under test can print."""
     repo, base, fix, upstream = fixture_repo
     factory = make_factory(tmp_path, repo, base, fix, upstream)
-    names = ["forge-shadow", "fake-no-pytest", "fix"]
+    names = ["forge-shadow", "fake-no-pytest", "atexit3", "fix"]
     path = launch(factory, "shadow", [f"{{id: {n}, agent: {n}}}" for n in names])
     code, out, err = run_bench("run", str(path), "--json", "--quiet", home=bench_home)
     assert code == 0, err
@@ -822,6 +825,9 @@ def test_a_pytest_of_the_agents_own_neither_runs_nor_passes_for_a_missing_one(
     row = scores[("fake-no-pytest", "tests")]
     assert row["status"] == "scored" and row["value"] == 0.0, row
     assert "exit 1 before" in row["reason"] and "grader fault" not in row["reason"]
+    # pytest said 1 (tests failed), its process ended with 3: not pytest's internal error, 0.
+    row = scores[("atexit3", "tests")]
+    assert row["status"] == "scored" and row["value"] == 0.0, row
     # The launcher changes nothing for a real fix: the package imports from the workspace.
     assert scores[("fix", "tests")]["value"] == 1.0
 
@@ -970,3 +976,39 @@ def test_the_paths_a_reference_patch_changes_include_empty_renamed_and_quoted_fi
         't"€.py',
         "src/conftest.py",
     }
+
+
+def test_the_pytest_launcher_puts_the_workspace_on_the_path_as_python_m_does(
+    tmp_path: Path,
+) -> None:
+    """As `python -m pytest`: the workspace's absolute path first on sys.path (a test that
+    changes directory still imports from it; `python -c` alone puts '' there), pytest's exit
+    code after the mark, and the mark out of what the run printed."""
+    import os
+    import subprocess
+    import sys
+
+    from bench_pipeline.scorers.tests import PYTEST_MAIN
+    from bench_pipeline.trials.completion import take_mark
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "helper_mod.py").write_text("VALUE = 3\n")
+    (ws / "test_chdir.py").write_text(
+        "import os\n\ndef test_imports_after_chdir(tmp_path):\n"
+        "    os.chdir(tmp_path)\n    import helper_mod\n    assert helper_mod.VALUE == 3\n"
+    )
+    proc = subprocess.run(
+        # (importlib mode: pytest puts nothing of its own on sys.path, only the launcher does)
+        [sys.executable, "-c", PYTEST_MAIN, "-q", "-p", "no:cacheprovider"]
+        + ["--import-mode=importlib", "test_chdir.py"],
+        cwd=ws,
+        input="m4rk\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = take_mark(proc.stdout, "m4rk")
+    assert found is not None and found[1] == 0 and "m4rk" not in found[0]
+    assert "1 passed" in found[0]

@@ -362,6 +362,9 @@ EARLY_EXIT = {
     # codes the checks never declared: alone a grader fault, unscored
     "exit2": "import os as _os\n_os._exit(2)\n",
     "sigkill": "import os as _os, signal as _sig\n_os.kill(_os.getpid(), _sig.SIGKILL)\n",
+    # the grader finishes (and fails), then an atexit hook ends the process with another code
+    "atexit0": "import atexit as _a, os as _o\n_a.register(_o._exit, 0)\n",
+    "atexit2": "import atexit as _a, os as _o\n_a.register(_o._exit, 2)\n",
 }
 
 

@@ -26,8 +26,10 @@ beside the 0/1 score, not counted twice) and the per-test lists in its details.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -457,21 +459,38 @@ def _essential(text: str) -> str:
 # --------------------------------------------------------------------------- running
 
 
-# `python -m pytest` as it starts, but for one thing: `-m` puts the working folder (the
+# `python -m pytest` as it starts, but for two things. `-m` puts the working folder (the
 # workspace) first on sys.path before pytest is imported, so a pytest.py the agent left there
-# ran instead of pytest and wrote the report it liked. Here pytest and its built-in plugins
-# (with the standard modules they import) come from the interpreter's own path first, then
-# the workspace goes first on sys.path, as `-m` has it, for the code under test and its tests.
-PYTEST_MAIN = "; ".join(
-    (
-        "import importlib, sys",
-        "first = sys.path.pop(0)",
-        "import pytest, _pytest.config",
-        "[importlib.import_module('_pytest.' + p) for p in _pytest.config.default_plugins]",
-        "sys.path.insert(0, first)",
-        "sys.exit(pytest.console_main())",
-    )
-)
+# ran instead of pytest and wrote the report it liked: here pytest and its built-in plugins
+# (with the standard modules they import) come from the interpreter's own path first, then the
+# workspace goes first on sys.path, as `-m` has it, for the code under test and its tests. And
+# pytest's own exit code is printed after a mark (random per run, read from stdin first): a
+# process the code under test ended with another code (`os._exit(3)` in an atexit hook, which
+# alone reads as pytest's internal error, a grader fault) is told apart.
+PYTEST_MAIN = r"""
+def _bench_pytest():
+    import importlib, os, sys
+    mark = sys.stdin.readline().strip()
+    sys.path.pop(0)
+    import pytest, _pytest.config
+    for name in getattr(_pytest.config, "default_plugins", ()):
+        try:
+            importlib.import_module("_pytest." + name)
+        except ImportError:
+            pass
+    sys.path.insert(0, os.getcwd())
+    code = int(_pytest.config.main())
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os.write(1, ("\n%s:%d\n" % (mark, code)).encode())
+    return code
+
+
+raise SystemExit(_bench_pytest())
+"""
 # What tells a missing pytest from a test run the workspace's code ended before pytest wrote
 # its report: the same interpreter, asked on its own (nothing of the workspace on its path).
 PYTEST_PROBE = "import sys; sys.path.pop(0); import pytest"
@@ -553,22 +572,39 @@ def _run_once(
         overrides = [("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)] if spec.plugins else []
         overrides += list(spec.env)
         env = grader_env(home, overrides)
-        result = (
-            run_command(
-                runner_argv(spec, present, junit),
-                workspace,
-                env,
-                spec.timeout_seconds,
-                cancelled=cancelled,
-            )
-            if present
-            else None
-        )
+        result = _run_runner(spec, present, junit, workspace, env, cancelled) if present else None
         report = junit if junit.is_file() else None
         missing = result is not None and report is None and _no_pytest(spec, workspace, env)
     finally:
         placed.restore()
     return grade(spec, ids, result, report, present, pytest_missing=missing)
+
+
+def _run_runner(
+    spec: TestsSpec,
+    files: list[str],
+    junit: Path,
+    workspace: Path,
+    env: dict[str, str],
+    cancelled: Callable[[], bool] | None = None,
+) -> CommandResult:
+    """The runner's run, its result's `pytest_exit` (pytest's own code, from its mark, when
+    the process ended with it) set and the mark taken out of its output."""
+    from bench_pipeline.trials.completion import take_mark
+
+    argv = runner_argv(spec, files, junit)
+    if spec.runner != "pytest":
+        return run_command(argv, workspace, env, spec.timeout_seconds, cancelled=cancelled)
+    mark = secrets.token_hex(16)
+    result = run_command(
+        argv, workspace, env, spec.timeout_seconds, stdin_text=mark + "\n", cancelled=cancelled
+    )
+    found = take_mark(result.output, mark)
+    if found is None:
+        return result
+    output, code = found
+    own = code if code is not None and code == result.exit_code else None
+    return dataclasses.replace(result, output=output, pytest_exit=own)
 
 
 def _no_pytest(spec: TestsSpec, workspace: Path, env: dict[str, str]) -> bool:
@@ -638,12 +674,8 @@ def run_whole_files(
     junit.unlink(missing_ok=True)
     placed = _place_hidden(spec, workspace, hidden_dir)
     try:
-        result = run_command(
-            runner_argv(spec, run_files if run_files is not None else list(spec.files), junit),
-            workspace,
-            grader_env(home, spec.env),
-            spec.timeout_seconds,
-        )
+        files = run_files if run_files is not None else list(spec.files)
+        result = _run_runner(spec, files, junit, workspace, grader_env(home, spec.env))
     finally:
         placed.restore()
     return result, parse_junit(junit) if junit.is_file() else {}
@@ -720,7 +752,9 @@ def _grader_fault(
     if result.exit_code is None:
         return result.output.strip().splitlines()[0] if result.output.strip() else "not started"
     if junit is not None:
-        if spec.runner == "pytest" and result.exit_code == 3:
+        # (pytest's own exit 3, by its mark: the code under test can end the process with 3
+        # after the report, e.g. from an atexit hook, to have its failures unscored)
+        if spec.runner == "pytest" and result.exit_code == 3 and result.pytest_exit == 3:
             return "pytest internal error (exit 3)"
         return None
     if pytest_missing:

@@ -60,7 +60,9 @@ def _bench_launch():
         finished = False
     if code is None:
         code = 0
-    elif not isinstance(code, int):
+    elif isinstance(code, int):
+        code = int(code)  # (sys.exit(False), as unittest.main does: 0)
+    else:
         print(code, file=sys.stderr)
         code = 1
     for stream in (sys.stdout, sys.stderr):
@@ -68,8 +70,8 @@ def _bench_launch():
             stream.flush()
         except Exception:
             pass
-    if finished:
-        os.write(1, b"\n" + mark + b"\n")
+    if finished:  # (with the code: an atexit hook that os._exits with another is caught)
+        os.write(1, b"\n" + mark + b":" + str(code).encode() + b"\n")
     return code
 
 
@@ -104,11 +106,27 @@ def launch(argv: list[str], workspace: Path) -> tuple[list[str], str] | None:
 
 def finished(result: CommandResult, argv: list[str], mark: str) -> tuple[CommandResult, bool]:
     """The result as the grader's own (its argv as written, the mark taken out of its output)
-    and whether the mark was there. (Not always last: an atexit handler, a thread or a child
-    can print after it.)"""
-    line = f"\n{mark}\n"
-    at = result.output.rfind(line)
-    if at < 0:
+    and whether the grader finished with the code its process ended with: the mark is there
+    and names that code. (Not always last: an atexit handler, a thread or a child can print
+    after it; and one can end the process with another code, `os._exit(0)` after a grader
+    that failed, which is not the grader's verdict.)"""
+    found = take_mark(result.output, mark)
+    if found is None:
         return dataclasses.replace(result, argv=argv), False
-    output = result.output[:at] + result.output[at + len(line) :]
-    return dataclasses.replace(result, argv=argv, output=output), True
+    output, code = found
+    done = code is not None and code == result.exit_code
+    return dataclasses.replace(result, argv=argv, output=output), done
+
+
+def take_mark(output: str, mark: str) -> tuple[str, int | None] | None:
+    """(`output` without the last mark line, the code it names) or None when there is none."""
+    prefix = f"\n{mark}:"
+    at = output.rfind(prefix)
+    if at < 0:
+        return None
+    end = output.find("\n", at + len(prefix))
+    if end < 0:
+        return None
+    text = output[at + len(prefix) : end]
+    code = int(text) if text.lstrip("-").isdigit() else None
+    return output[:at] + output[end + 1 :], code

@@ -54,6 +54,8 @@ class CommandResult:
     cancelled: bool = False
     output_bytes: int = 0  # everything the command printed, kept or not
     output_truncated: bool = False
+    # the test runner's own exit code when the process ended with it (its mark: scorers.tests)
+    pytest_exit: int | None = None
 
 
 def scrubbed_env(
