@@ -79,7 +79,12 @@ AGENTS = {
     " + source)",
     # as pytest imports the package, copies the hidden tests into the workspace: the next
     # attempt (whose look above exits 3 at a hidden test) and the patch would have them
-    "stash": "module.write_text(STASH + source)",
+    "stash": "for place in (ws / '.git' / 'stash', pathlib.Path(os.environ['HOME']) / 'stash',"
+    " pathlib.Path('/tmp/stash')):\n"
+    "    if place.is_dir() and any(place.iterdir()):\n"
+    "        print(f'hidden test visible to the agent: {place}')\n"
+    "        sys.exit(3)\n"
+    "module.write_text(STASH + source)",
     # as pytest imports the package, changes the hidden tests' own copy in the private folder
     # (found from the report's path): the trial was invalidated, unscored
     "hidmod": "module.write_text(HIDMOD + source)",
@@ -110,11 +115,16 @@ AGENTS = {
 }
 
 
-STASH = """import pathlib as _p
+STASH = """import os as _os, pathlib as _p
 _ws = _p.Path(__file__).resolve().parent.parent
-(_ws / ".stash").mkdir(exist_ok=True)
-for _t in _ws.glob("test_*.py"):
-    (_ws / ".stash" / _t.name).write_bytes(_t.read_bytes())
+for _place in (_ws / ".stash", _ws / ".git" / "stash", _p.Path(_os.environ["HOME"]) / "stash",
+               _p.Path("/tmp/stash")):
+    try:
+        _place.mkdir(exist_ok=True)
+        for _t in _ws.glob("test_*.py"):
+            (_place / _t.name).write_bytes(_t.read_bytes())
+    except OSError:
+        pass
 """
 HIDMOD = """import pathlib as _p, sys as _s
 for _a in _s.argv:

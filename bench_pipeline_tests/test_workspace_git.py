@@ -128,3 +128,47 @@ def test_a_workspace_holds_no_object_of_a_commit_after_its_base(
     assert trial["outcome"] == "succeeded", trial["error"]
     stores = list((bench_home / "cache" / "objects").iterdir())
     assert len(stores) == 1 and (stores[0] / "complete").is_file()
+
+
+# A repository of the agent's own inside the workspace, with a filter driver in its config: git
+# recorded it as a link to its commit, and indexing it again (the second attempt's, or the
+# put-back after grading) ran `git status` in it with that config, on the host.
+NESTED = """
+import os, pathlib, subprocess, sys
+sys.stdin.read()
+out = sys.argv[1]
+sub = pathlib.Path("vendor_sub")
+if not sub.exists():
+    subprocess.run(["git", "init", "-q", str(sub)], check=True)
+    (sub / "f.txt").write_text("x\\n")
+    git = ["git", "-C", str(sub), "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "add", "f.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    with open(sub / ".git" / "config", "a") as fh:
+        fh.write('[filter "f"]\\n\\tclean = "sh -c \\'touch ' + out + '/nested-filter-ran; cat\\'"\\n')
+    (sub / ".gitattributes").write_text("* filter=f\\n")
+(sub / "f.txt").write_text(f"attempt {os.environ['BENCH_ATTEMPT']}\\n")
+subprocess.run(["git", "init", "-q", "empty_sub"], check=True)  # (no commit: git add failed)
+pathlib.Path(".gitattributes").write_text("*.py working-tree-encoding=UTF-16\\n")
+pathlib.Path("AGENT_WAS_HERE.txt").write_text("nested\\n")
+"""
+
+
+def test_repositories_inside_the_workspace_run_nothing_and_fail_nothing(
+    factory: Path, bench_home: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    launch = _command_launch(factory, "nested", NESTED, [str(outside)], tasks=1)
+    agent = factory / "agents" / "nested.yaml"
+    agent.write_text(agent.read_text().replace("max_iterations: 1", "max_iterations: 2"))
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+    assert sorted(p.name for p in outside.iterdir()) == []
+    (trial,) = _trials(bench_home)
+    # two attempts (the checks failed on the first), graded, not a workspace error
+    assert trial["outcome"] == "succeeded" and trial["iterations"] == 2, trial["error"]
+    (row,) = json.loads(out)["config_table"]
+    assert row["scored_checks"] == 1 and row["score_checks"] == 0.0
+    patch = next((bench_home / "evidence").glob("*/*/nested/rep1/changes.patch")).read_text()
+    assert "+nested" in patch and "vendor_sub" not in patch

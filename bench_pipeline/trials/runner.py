@@ -233,6 +233,16 @@ def run_trial(
     return outcome
 
 
+def _fresh_folder(path: Path) -> Path:
+    """`path` as an empty folder (what an earlier grading left there removed)."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
+        remove_workspace(path)
+    path.mkdir(parents=True)
+    return path
+
+
 def _grading_runtime(task: Task) -> tuple[Path, ...]:
     """The environment of the interpreter a `tests` criterion names (`tests.python`), visible
     read-only to the graders: the task author chose it, the agent did not."""
@@ -265,6 +275,7 @@ class _TrialState:
         self.home = self.private_root / "home"
         self.tmp = self.private_root / "tmp"
         self.scratch = self.private_root / "scratch"
+        self.grading_home = self.home  # (a fresh one for each grading: `_grade`)
         self.workspace: Path | None = None
         # The trial's work area (workspace, agent home, /tmp, exchange files), removed after;
         # None when the trial needs none (see `execute`).
@@ -509,8 +520,20 @@ class _TrialState:
         # private folder it sees: the hidden tests' own folder stays out of the sandbox (code
         # under test that changed them invalidated its trial: unscored).
         private = (self._private_folder(f"attempt{attempt}/tests"),) if self.private_dir else ()
+        # A home and /tmp of the grading's own, fresh each time: the agent's persist across its
+        # attempts, and code under test copied the hidden tests into them.
+        self.grading_home = _fresh_folder(self.private_root / "grading-home")
+        grading_tmp = _fresh_folder(self.private_root / "grading-tmp")
         graders = (
-            self.isolation.for_graders(self.inputs_dir, private, _grading_runtime(self.spec.task))
+            self.isolation.for_graders(
+                self.inputs_dir,
+                private,
+                _grading_runtime(self.spec.task),
+                workspace=self.workspace,
+                home=self.grading_home,
+                tmp=grading_tmp,
+                agent_private=(self.home, self.scratch),
+            )
             if self.isolation
             else None
         )
@@ -526,7 +549,7 @@ class _TrialState:
 
     def _run_check(self, check: Check, attempt: int) -> dict[str, Any]:
         result, status = execute_check(
-            check, self.inputs_dir, self.workspace, self.home, self.ctx.cancelled
+            check, self.inputs_dir, self.workspace, self.grading_home, self.ctx.cancelled
         )  # type: ignore[arg-type]
         log = f"attempt{attempt}/checks/{check.id}.log"
         self._write(log, result.output)
@@ -562,7 +585,7 @@ class _TrialState:
             self.workspace,
             self.hidden_dir,
             self.hidden_hashes,
-            self.home,
+            self.grading_home,
             self._private(f"attempt{attempt}/tests"),
             self.ctx.cancelled,
             self.plumbing,

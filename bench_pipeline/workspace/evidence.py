@@ -25,7 +25,7 @@ from bench_pipeline.workspace.process import MAX_OUTPUT_BYTES, evidence_cap
 from bench_pipeline.workspace.repo import (
     ISOLATED_GIT_ENV,
     WorkspaceError,
-    workspace_git,
+    add_all,
     workspace_git_argv,
 )
 
@@ -58,7 +58,7 @@ def write_patch(
     at most `cap` bytes of it; returns {bytes, full_bytes, truncated}. `staged`: the state
     `repo.stage_workspace` indexed (what was graded last), not the files as they are now."""
     if not staged:
-        workspace_git(workspace, ["add", "--all", "--force", "."])
+        add_all(workspace)
     diff = ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", sha]
     argv = workspace_git_argv(workspace, diff)
     kept = bytearray()

@@ -121,6 +121,8 @@ def create_workspace(repo: str, sha: str, dest: Path, objects_cache: Path | None
         # (its index too: the files' stat data, so that reading the workspace later hashes
         # only what changed)
         shutil.copytree(dest / ".git", harness, symlinks=True)
+        (harness / "info").mkdir(exist_ok=True)
+        (harness / "info" / "attributes").write_text(HARNESS_ATTRIBUTES)
     except (WorkspaceError, OSError) as exc:
         raise WorkspaceError(f"cannot create workspace at {sha[:10]}: {exc}") from exc
     return dest
@@ -131,6 +133,11 @@ def harness_git_dir(workspace: Path) -> Path:
     it (the agent's sandbox mounts the workspace, not its parent)."""
     return workspace.parent / f".{workspace.name}.harness-git"
 
+
+# Over every .gitattributes of the workspace (the agent's): files are read as their bytes. A
+# `working-tree-encoding=UTF-16` there made `git add` fail, which read as the harness's fault
+# (an unscored workspace error); a filter or ident would change what is recorded.
+HARNESS_ATTRIBUTES = "* -text -filter -ident -working-tree-encoding\n"
 
 # No config but the harness's own: neither the system's nor the user's (a filter or diff
 # driver defined there would run on the agent's files), nothing that runs a command.
@@ -205,10 +212,39 @@ def apply_patch(workspace: Path, patch: str) -> None:
     _git(["apply", "--whitespace=nowarn", "-"], workspace, patch.encode())
 
 
+def add_all(workspace: Path) -> None:
+    """Index every file of `workspace` in the harness's git folder, but what lies in a git
+    repository of its own inside it (`nested_repositories`): git records one as a link to its
+    commit, and indexing it again runs `git status` in it, with that repository's config, which
+    the agent wrote (a filter driver there ran on the host); one without a commit fails the add."""
+    excluded = [f":(top,exclude,literal){rel}" for rel in nested_repositories(workspace)]
+    workspace_git(workspace, ["add", "--all", "--force", "--", ".", *excluded])
+
+
+def nested_repositories(workspace: Path) -> list[str]:
+    """The folders below `workspace` (relative, not itself) that hold a `.git` entry, not
+    looked into further; symlinks are not followed."""
+    found: list[str] = []
+    pending = [(str(workspace), "")]
+    while pending:
+        path, prefix = pending.pop()
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        if prefix and any(e.name == ".git" for e in entries):
+            found.append(prefix.rstrip("/"))
+            continue
+        for entry in entries:
+            if entry.name != ".git" and entry.is_dir(follow_symlinks=False):
+                pending.append((entry.path, f"{prefix}{entry.name}/"))
+    return sorted(found)
+
+
 def stage_workspace(workspace: Path) -> None:
     """Index `workspace` as it is now in the harness's git folder: the state its graders see,
     which `put_back_staged` restores and `evidence.write_patch(staged=True)` shows."""
-    workspace_git(workspace, ["add", "--all", "--force", "."])
+    add_all(workspace)
 
 
 def put_back_staged(workspace: Path) -> list[str]:
@@ -216,7 +252,7 @@ def put_back_staged(workspace: Path) -> list[str]:
     files, symlinks, the executable bit; untracked and ignored files alike); returns the paths
     that differed (empty: nothing to do)."""
     staged = workspace_git(workspace, ["write-tree"]).decode().strip()
-    workspace_git(workspace, ["add", "--all", "--force", "."])
+    add_all(workspace)
     names = workspace_git(
         workspace, ["diff", "--cached", "--name-only", "--no-renames", "-z", staged]
     )
@@ -231,7 +267,7 @@ def put_back_staged(workspace: Path) -> list[str]:
 def commit_all(workspace: Path, message: str) -> str:
     """Commit the workspace's state (for CI pushes) in the harness's git folder; returns the
     new commit sha."""
-    workspace_git(workspace, ["add", "--all", "--force", "."])
+    add_all(workspace)
     workspace_git(workspace, ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", message])
     return workspace_git(workspace, ["rev-parse", "HEAD"]).decode().strip()
 

@@ -79,18 +79,49 @@ class Isolation:
     # Commands of the trial whose output went over the cap: {command, bytes, kept} (shared by
     # the agent's, the prepare and the graders' variants of one trial).
     truncated_outputs: list[dict[str, Any]] = field(default_factory=list, compare=False)
+    sealed: tuple[Path, ...] = ()  # read-only inside a writable folder (bound after it)
 
     def for_graders(
-        self, inputs: Path, writable: tuple[Path, ...] = (), readonly: tuple[Path, ...] = ()
+        self,
+        inputs: Path,
+        writable: tuple[Path, ...] = (),
+        readonly: tuple[Path, ...] = (),
+        *,
+        workspace: Path | None = None,
+        home: Path | None = None,
+        tmp: Path | None = None,
+        agent_private: tuple[Path, ...] = (),
     ) -> Isolation:
         """Graders: the same workspace, the input snapshot read-only, never a network; plus
         the folders the grader writes its own results to (the tests runner's private folder)
-        and what the task names for grading (a `tests.python` interpreter's environment)."""
+        and what the task names for grading (a `tests.python` interpreter's environment).
+
+        With `workspace`, `home` and `tmp` (a trial's grading): those writable instead of the
+        agent's own home and scratch (`agent_private`) and /tmp, which carry over to its next
+        attempt (code under test copied the hidden tests there; the agent's `mounts:` stay, as
+        its factory declared them); and the workspace's `.git`, when a folder, read-only (what
+        grading wrote inside it, the harness's snapshot of the workspace cannot see)."""
+        if workspace is None:
+            return replace(
+                self,
+                network=NETWORK_NONE,
+                readonly=(inputs, *readonly),
+                writable=(*self.writable, *writable),
+            )
+        own_git = workspace / ".git"
+        sealed = (own_git,) if own_git.is_dir() and not own_git.is_symlink() else ()
         return replace(
             self,
             network=NETWORK_NONE,
             readonly=(inputs, *readonly),
-            writable=(*self.writable, *writable),
+            writable=(
+                workspace,
+                *(p for p in (home,) if p is not None),
+                *(p for p in self.writable if p != workspace and p not in agent_private),
+                *writable,
+            ),
+            sealed=sealed,
+            tmp=tmp if tmp is not None else self.tmp,
         )
 
     def for_prepare(self, writable: tuple[Path, ...] = ()) -> Isolation:
@@ -242,6 +273,9 @@ def bwrap_options(isolation: Isolation, cwd: Path) -> list[str]:
     for path in isolation.writable:
         if path.exists():
             args += ["--bind", str(path), str(path)]
+    for path in isolation.sealed:
+        if path.is_dir() and not path.is_symlink():
+            args += ["--ro-bind", str(path), str(path)]
     # The sandbox's own root (where bubblewrap made the mount points) read-only: nothing is
     # written outside the mounted folders, not even to memory.
     return [*args, "--remount-ro", "/", "--chdir", str(cwd)]
