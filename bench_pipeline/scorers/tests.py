@@ -471,14 +471,20 @@ PYTEST_MAIN = r"""
 def _bench_pytest():
     import importlib, os, sys
     mark = sys.stdin.readline().strip()
-    sys.path.pop(0)
+    here = os.path.realpath(os.getcwd()) + os.sep
+    path = sys.path[1:]
+    # (nothing of the workspace while pytest starts: not the working folder, which -c put
+    # first, nor a PYTHONPATH entry inside it, such as a task's `env: {PYTHONPATH: src}`)
+    sys.path[:] = [p for p in path if not (os.path.realpath(p or ".") + os.sep).startswith(here)]
     import pytest, _pytest.config
-    for name in getattr(_pytest.config, "default_plugins", ()):
+    plugins = ["_pytest." + name for name in getattr(_pytest.config, "default_plugins", ())]
+    # (and what pytest imports later by itself, read off a run: its debugger, a TOML reader)
+    for name in [*plugins, "faulthandler", "pdb", "tomllib"]:
         try:
-            importlib.import_module("_pytest." + name)
+            importlib.import_module(name)
         except ImportError:
             pass
-    sys.path.insert(0, os.getcwd())
+    sys.path[:] = [os.getcwd(), *path]
     code = int(_pytest.config.main())
     for stream in (sys.stdout, sys.stderr):
         try:
