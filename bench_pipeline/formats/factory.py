@@ -14,7 +14,7 @@ from bench_pipeline.formats.loader import (
     load_tasks,
 )
 from bench_pipeline.formats.model import Launch, Suite, Task
-from bench_pipeline.formats.refs import FactoryView
+from bench_pipeline.formats.refs import FactoryView, normalized
 
 
 @dataclass
@@ -53,7 +53,7 @@ def factories_below(path: Path, depth: int = 3) -> list[Path]:
 
 def load_factory(path: Path) -> LoadedFactory:
     """Everything a factory holds, validated; a launch file validates that launch and its suite."""
-    path = path.absolute()
+    path = normalized(path)
     if path.is_file():
         launch = load_launch(path)
         out = LoadedFactory(launch.factory_root)

@@ -10,8 +10,9 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -23,6 +24,7 @@ from bench_pipeline.formats.model import (
     EFFORTS,
     ID_PATTERN,
     MAX_CONFIGS,
+    MAX_ID_LENGTH,
     MAX_PARALLEL,
     MAX_REPETITIONS,
     MAX_TASKS,
@@ -50,7 +52,7 @@ from bench_pipeline.formats.model import (
     Turn,
     valid_id,
 )
-from bench_pipeline.formats.refs import FactoryView, GitFactoryView, resolve_commit
+from bench_pipeline.formats.refs import FactoryView, GitFactoryView, normalized, resolve_commit
 from bench_pipeline.formats.registry import AGENT_KINDS, SCORER_KINDS
 from bench_pipeline.formats.vocabulary import ISOLATION_MODES, NETWORK_MODES, UNTAGGED
 
@@ -163,6 +165,9 @@ CRITERION_KEYS = {"id", "weight", "prompt"}
 CI_KEYS = {"remote", "repo", "api_url", "token_env", "timeout_seconds", "default_branch"}
 PRICE_KEYS = {"input", "output", "cache_read", "cache_write"}
 MAX_CHECK_TIMEOUT = 600
+# Whole numbers are stored as int64 (warehouse columns, parquet): a larger one crashes the
+# run's first write, after the trials ran.
+MAX_INTEGER = 2**63 - 1
 
 
 # --------------------------------------------------------------------------- reading
@@ -204,11 +209,25 @@ def read_yaml(path: Path, factory: FactoryView | None = None) -> dict[str, Any]:
             data = yaml.safe_load(text)  # the pure-Python parser's wording for the problem
     except yaml.YAMLError as exc:
         raise BenchInputError(shown, None, malformed_yaml(exc)) from None
+    except ValueError as exc:  # a scalar its constructor refuses: 2024-13-45, a 5000-digit int
+        problem = str(exc).split(";")[0]  # (not Python's advice to raise its digit limit)
+        raise BenchInputError(
+            shown, None, f"malformed YAML: a value cannot be read: {problem}"
+        ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise BenchInputError(shown, None, f"expected a mapping of keys, got {_kind(data)}")
     return data
+
+
+def _bounds(lo: float | None, hi: float | None) -> str:
+    def shown(bound: float | None) -> str:
+        return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+    if hi is None:
+        return f"at least {shown(lo)}"
+    return f"between {shown(lo)} and {shown(hi)}" if lo is not None else f"at most {shown(hi)}"
 
 
 def _kind(value: Any) -> str:
@@ -270,23 +289,27 @@ class _Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(name, f"expected a number, got {_kind(value)}")
+        if isinstance(value, int) and abs(value) > MAX_INTEGER:  # (math.isfinite(10**400) raises)
+            bounds = _bounds(lo, MAX_INTEGER if hi is None else hi)
+            raise self.fail(name, f"is out of range; use a value {bounds}")
         if not math.isfinite(value):  # YAML's .nan and .inf pass every range check below
             raise self.fail(name, f"expected a finite number, got {value}")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            bounds = f"between {lo:g} and {hi:g}" if hi is not None else f"at least {lo:g}"
             shown = str(value) if isinstance(value, int) else f"{value:g}"
-            raise self.fail(name, f"{shown} is out of range; use a value {bounds}")
+            raise self.fail(name, f"{shown} is out of range; use a value {_bounds(lo, hi)}")
         return float(value)
 
     def integer(
         self, name: str, default: int | None = None, lo: int | None = None, hi: int | None = None
     ) -> int | None:
-        value = self.number(name, None, lo, hi)
+        value = self.number(name, None, lo, MAX_INTEGER if hi is None else hi)
         if value is None:
             return default
         if value != int(value):
             raise self.fail(name, f"expected a whole number, got {value:g}")
-        return int(value)
+        raw = self.data.get(name)
+        # (an int as it was written: through a float, 2**63 - 1 would become 2**63)
+        return raw if isinstance(raw, int) else int(value)
 
     def bool(self, name: str, default: bool = False) -> bool:
         value = self.data.get(name)
@@ -346,6 +369,12 @@ class _Fields:
 
 
 def _check_id(f: _Fields, name: str, value: str) -> str:
+    if len(value) > MAX_ID_LENGTH:
+        raise f.fail(
+            name,
+            f"is {len(value):,} characters; an id has at most {MAX_ID_LENGTH} "
+            "(it names files and folders): shorten it",
+        )
     if not valid_id(value):
         raise f.fail(
             name,
@@ -389,6 +418,11 @@ def load_agent(
 ) -> AgentSpec:
     path = factory.root / "agents" / f"{name}.yaml"
     if not factory.exists(path):
+        problem = factory.not_a_file(path)
+        if problem is not None:
+            raise BenchInputError(
+                factory.display(path), None, f"{problem}; replace it with the agent's YAML file"
+            )
         known = factory.agent_names()
         raise BenchInputError(
             factory.display(path), None, f"no agent named '{name}'; {closest(name, known)}"
@@ -419,9 +453,9 @@ def load_agent(
         env=f.str_list("env"),
         command=f.argv("command"),
         preset=f.choice("preset", ("claude-code", "codex")),
-        url=f.str("url"),
+        url=_url(f, "url"),
         api_key_env=f.str("api_key_env"),
-        base_url=f.str("base_url"),
+        base_url=_url(f, "base_url"),
         max_output_tokens=f.integer("max_output_tokens", 8192, 1, 200_000),
         isolation=f.choice("isolation", ISOLATION_MODES),
         network=f.choice("network", NETWORK_MODES),
@@ -432,6 +466,23 @@ def load_agent(
     if problem is not None:
         raise f.fail(*problem)
     return spec
+
+
+def _url(f: _Fields, name: str) -> str | None:
+    """An endpoint the run will call: http(s) with a host, refused now rather than after the
+    run's minutes of retries against it."""
+    value = f.str(name)
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (raises for a port that is not a number)
+    except ValueError:
+        usable = False
+    if not usable or any(ch.isspace() for ch in value):
+        raise f.fail(name, f"'{value}' is not an http(s) URL; give one such as https://host/v1")
+    return value
 
 
 def _frozen(factory: FactoryView, owner: Path, f: _Fields, key: str) -> FrozenText | None:
@@ -455,10 +506,22 @@ def load_suite(factory: FactoryView, name: str) -> Suite:
     directory = factory.root / "benchmarks" / name
     path = directory / "suite.yaml"
     if not factory.exists(path):
+        problem = factory.not_a_file(path)
+        if problem is not None:
+            raise BenchInputError(
+                factory.display(path), None, f"{problem}; replace it with the suite's YAML file"
+            )
         raise BenchInputError(
             factory.display(path),
             None,
             f"no suite named '{name}'; {closest(name, factory.suite_names())}",
+        )
+    if not valid_id(name):  # (a suite's name is part of run and partition keys)
+        raise BenchInputError(
+            factory.display(directory),
+            None,
+            f"suite folder name is not a valid id; rename it to at most {MAX_ID_LENGTH} "
+            f"letters, digits, '_', '.', '-' (pattern {ID_PATTERN})",
         )
     data = read_yaml(path, factory)
     shown = factory.display(path)
@@ -555,7 +618,7 @@ def load_task(
     repo = _resolve_repo(path.parent, repo_value) if repo_value else suite.repo
     base_ref = f.str("base_ref")
     turns = _turns(f)
-    prompt = f.str("prompt")
+    prompt = _message(f, "prompt")
     if prompt is None and not turns:
         raise f.fail("prompt", "is required (or give `turns` for a multi-turn scenario)")
     # A text task has nothing to check out; anything with checks or a patch is a coding task.
@@ -700,8 +763,20 @@ def _turns(f: _Fields) -> tuple[Turn, ...]:
     turns = []
     for i, raw in enumerate(f.items("turns")):
         t = f.nested(f"turns[{i}]", raw, {"user", "assert"}, "{user, assert}")
-        turns.append(Turn(t.str("user", required=True) or "", _asserts(t, "assert")))
+        turns.append(Turn(_message(t, "user", required=True) or "", _asserts(t, "assert")))
     return tuple(turns)
+
+
+def _message(f: _Fields, name: str, required: bool = False) -> str | None:
+    """What the agent is asked (`prompt`, a turn's `user`): text, never a YAML number or
+    true (`prompt: 42` is a slip, not a task), and not blank: an empty prompt asks nothing."""
+    value = f.get(name)
+    if value is not None and not isinstance(value, str):
+        raise f.fail(name, f"expected text, got {_kind(value)}; write the request as text")
+    text = f.str(name, required=required)
+    if text is not None and not text.strip():
+        raise f.fail(name, "is empty; write what the agent should do")
+    return text
 
 
 def _original(factory: FactoryView, suite: Suite, f: _Fields) -> Original | None:
@@ -777,15 +852,16 @@ def _check_scorers(factory: FactoryView, shown: str, f: _Fields, scorers: Sequen
 
 def load_launch(path: str | Path, factory_root: str | Path | None = None) -> Launch:
     """Load a launch file and everything it names; the factory is the launch's grandparent."""
-    path = Path(path).absolute()
-    root = Path(factory_root).absolute() if factory_root else _find_factory_root(path)
+    path = normalized(Path(path))
+    root = normalized(Path(factory_root)) if factory_root else _find_factory_root(path)
     factory = FactoryView(root)
     data = read_yaml(path, factory)
     shown = factory.display(path)
     f = _Fields(shown, data, LAUNCH_KEYS)
     if f.str("kind", "BenchmarkLaunch") != "BenchmarkLaunch":
         raise f.fail("kind", "must be 'BenchmarkLaunch'")
-    suite_name = f.str("suite", required=True) or ""
+    # (an id, not a path: `suite: /tmp/x` would read /tmp/x/suite.yaml)
+    suite_name = _check_id(f, "suite", f.str("suite", required=True) or "")
     suite = load_suite(factory, suite_name)
     all_tasks = load_tasks(factory, suite)
     tasks = _filter_tasks(f, all_tasks)
@@ -879,7 +955,7 @@ def _config(
 ) -> Config:
     c = f.nested(f"configs[{i}]", raw, CONFIG_KEYS, "a mapping {id, ...overrides}")
     cid = _check_id(c, "id", c.str("id", required=True) or "")
-    agent_name = c.str("agent", suite.agent) or suite.agent
+    agent_name = _agent_name(factory, c, c.str("agent", suite.agent) or suite.agent)
     factory_ref = c.str("factory_ref")
     factory_sha = None
     live = load_agent(factory, agent_name, suite.defaults)
@@ -895,8 +971,8 @@ def _config(
         "max_iterations": c.integer("max_iterations", lo=1, hi=10),
         "max_turns": c.integer("max_turns", lo=1, hi=1000),
         "timeout_seconds": c.number("timeout_seconds", lo=1, hi=MAX_TIMEOUT_SECONDS),
-        "url": c.str("url"),
-        "base_url": c.str("base_url"),
+        "url": _url(c, "url"),
+        "base_url": _url(c, "base_url"),
         "preset": c.choice("preset", ("claude-code", "codex")),
         "command": c.argv("command") or None,
         "isolation": c.choice("isolation", ISOLATION_MODES),
@@ -914,6 +990,26 @@ def _config(
         factory_ref=factory_ref,
         factory_sha=factory_sha,
         overrides=tuple((k, v) for k, v in raw.items() if k != "id"),
+    )
+
+
+def _agent_name(factory: FactoryView, c: _Fields, name: str) -> str:
+    """A config's `agent`: the name of a file of agents/, never a path, which would read any
+    YAML file as an agent (`../prices`: prices.yaml; `../../x`, `/tmp/x`: outside the factory)."""
+    agents = factory.root / "agents"
+    if PurePosixPath(name).is_absolute() or Path(name).is_absolute():
+        problem = f"'{name}' is an absolute path"
+    elif "/" in name or "\\" in name or name in (".", ".."):
+        inside = Path(os.path.normpath(agents / name)).is_relative_to(factory.root)
+        problem = f"'{name}' is a path" if inside else f"'{name}' escapes the factory"
+    elif len(name) > MAX_ID_LENGTH:
+        problem = f"is {len(name):,} characters; an agent name has at most {MAX_ID_LENGTH}"
+    else:
+        return name
+    raise c.fail(
+        "agent",
+        f"{problem}; name an agent by its file in agents/ without .yaml; "
+        f"{closest(name, factory.agent_names())}",
     )
 
 
@@ -981,7 +1077,7 @@ def _judge(f: _Fields) -> Judge | None:
         effort=j.choice("effort", EFFORTS),
         criteria=tuple(criteria),
         scale_max=j.number("scale_max", 1.0, 1) or 1.0,
-        base_url=j.str("base_url"),
+        base_url=_url(j, "base_url"),
         api_key_env=j.str("api_key_env", "ANTHROPIC_API_KEY") or "ANTHROPIC_API_KEY",
     )
 
@@ -1027,7 +1123,7 @@ def _ci(f: _Fields) -> CISettings | None:
     return CISettings(
         remote=c.str("remote", required=True) or "",
         repo=repo,
-        api_url=c.str("api_url", "https://api.github.com") or "https://api.github.com",
+        api_url=_url(c, "api_url") or "https://api.github.com",
         token_env=c.str("token_env", "GITHUB_TOKEN") or "GITHUB_TOKEN",
         timeout_seconds=c.number("timeout_seconds", 3600.0, 1) or 3600.0,
         default_branch=c.str("default_branch", "main") or "main",

@@ -35,12 +35,18 @@ FINDINGS = ("full", "names", "none")
 TEST_RUNNERS = ("pytest", "command")
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _ID = re.compile(ID_PATTERN)
+# Ids become file and folder names (evidence, references, partitions), some joined with
+# others: well below the file systems' 255 bytes a name.
+MAX_ID_LENGTH = 100
 
 
 def valid_id(value: object) -> bool:
     """An id of a task, config, check, criterion or suite: the whole text must match (a
-    trailing newline, which `$` alone lets through, is refused)."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
+    trailing newline, which `$` alone lets through, is refused), in at most MAX_ID_LENGTH
+    characters."""
+    return (
+        isinstance(value, str) and len(value) <= MAX_ID_LENGTH and _ID.fullmatch(value) is not None
+    )
 
 
 def content_hash(value: Any, length: int = 16) -> str:

@@ -7,7 +7,10 @@ escape, no absolute paths, no symlink out of the factory) hold everywhere, and a
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -23,7 +26,7 @@ class FactoryView:
     """The factory's working tree."""
 
     def __init__(self, root: Path):
-        self.root = root.absolute()
+        self.root = normalized(root)
         self._real_root = self.root.resolve()
 
     def display(self, path: Path) -> str:
@@ -33,10 +36,43 @@ class FactoryView:
             return str(path)
 
     def exists(self, path: Path) -> bool:
-        return path.is_file()
+        try:
+            return stat.S_ISREG(os.stat(path).st_mode)
+        except (OSError, ValueError):  # (a name too long, a loop: `not_a_file` says which)
+            return False
+
+    def not_a_file(self, path: Path) -> str | None:
+        """What is at `path` instead of a regular file, as the rest of a message ('is a
+        folder, not a file'), or None when nothing is there (or a regular file is)."""
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            return "is a symlink to a missing file" if os.path.islink(path) else None
+        except NotADirectoryError:
+            return None
+        except ValueError:  # (a NUL in the name)
+            return "is not a valid file name"
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "is a symlink loop"
+            return f"cannot be read: {exc.strerror}"
+        return _not_regular(mode)
 
     def read_bytes(self, path: Path) -> bytes:
-        return path.read_bytes()
+        # Opened without blocking and checked before reading: a FIFO would hang `validate`
+        # forever, a device (a symlink to /dev/zero) never end.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            problem = self.not_a_file(path)
+            if problem is None:
+                raise
+            raise BenchInputError(self.display(path), None, f"{problem}; {_REPLACE}") from None
+        with open(fd, "rb") as handle:
+            problem = _not_regular(os.fstat(fd).st_mode)
+            if problem is not None:
+                raise BenchInputError(self.display(path), None, f"{problem}; {_REPLACE}")
+            return handle.read()
 
     def read_text(self, path: Path, file: str, key: str) -> str:
         try:
@@ -77,6 +113,9 @@ class FactoryView:
                 file, key, f"'{rel}' is a symlink pointing outside the factory; copy the file in"
             )
         if must_exist and not self.exists(lexical):
+            problem = self.not_a_file(lexical)
+            if problem is not None:
+                raise BenchInputError(file, key, f"'{rel}' {problem}; name a regular file")
             raise BenchInputError(
                 file, key, f"'{rel}' does not exist (looked in {self.display(base)})"
             )
@@ -102,6 +141,9 @@ class GitFactoryView(FactoryView):
 
     def _rel(self, path: Path) -> str:
         return path.absolute().relative_to(self.root).as_posix()
+
+    def not_a_file(self, path: Path) -> str | None:
+        return None  # (a blob at the ref or nothing: never a folder, FIFO or symlink loop)
 
     def exists(self, path: Path) -> bool:
         try:
@@ -147,6 +189,24 @@ class GitFactoryView(FactoryView):
                 f"'{rel}' is found neither at ref {self.sha[:10]} nor in the live factory",
             )
         return FrozenText(self.display(path), text, hashlib.sha256(text.encode()).hexdigest())
+
+
+_REPLACE = "replace it with a regular file"
+
+
+def normalized(path: Path) -> Path:
+    """`path` absolute, its `.` and `..` taken out the way `inside` takes them out of the paths
+    it checks: a factory named as `launches/..` or `../factory` must hold the files below it."""
+    return Path(*_normalize(path.absolute().parts))
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return f"is {kind}, not a regular file"
 
 
 def _normalize(parts: tuple[str, ...]) -> list[str]:
