@@ -999,7 +999,7 @@ def test_the_pytest_launcher_puts_the_workspace_on_the_path_as_python_m_does(
     import sys
 
     from bench_pipeline.scorers.tests import PYTEST_MAIN
-    from bench_pipeline.trials.completion import take_mark
+    from bench_pipeline.workspace.process import take_mark
 
     ws = tmp_path / "ws"
     ws.mkdir()

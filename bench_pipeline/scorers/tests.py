@@ -45,7 +45,7 @@ from bench_pipeline.formats.taskset import file_sha256
 from bench_pipeline.formats.vocabulary import SCORE_INCONCLUSIVE, SCORE_MISSING, SCORE_NOT_SCORED
 from bench_pipeline.scorers.base import Scorer, ScoreResult, TrialEvidence, register_scorer
 from bench_pipeline.scorers.outcome import outcome_gate
-from bench_pipeline.workspace.process import CommandResult, grader_env, run_command
+from bench_pipeline.workspace.process import CommandResult, grader_env, run_command, take_mark
 from bench_pipeline.workspace.repo import WorkspaceError
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
@@ -596,8 +596,6 @@ def _run_runner(
 ) -> CommandResult:
     """The runner's run, its result's `pytest_exit` (pytest's own code, from its mark, when
     the process ended with it) set and the mark taken out of its output."""
-    from bench_pipeline.trials.completion import take_mark
-
     argv = runner_argv(spec, files, junit)
     if spec.runner != "pytest":
         return run_command(argv, workspace, env, spec.timeout_seconds, cancelled=cancelled)

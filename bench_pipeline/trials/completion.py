@@ -24,7 +24,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from bench_pipeline.workspace.process import CommandResult, resolve_argv
+from bench_pipeline.workspace.process import CommandResult, resolve_argv, take_mark
 
 # (its state in a function's locals, not the grader's globals, where the code under test would
 # find the mark at once; the script is exec'd in __main__ as `python FILE.py` runs it, without
@@ -116,17 +116,3 @@ def finished(result: CommandResult, argv: list[str], mark: str) -> tuple[Command
     output, code = found
     done = code is not None and code == result.exit_code
     return dataclasses.replace(result, argv=argv, output=output), done
-
-
-def take_mark(output: str, mark: str) -> tuple[str, int | None] | None:
-    """(`output` without the last mark line, the code it names) or None when there is none."""
-    prefix = f"\n{mark}:"
-    at = output.rfind(prefix)
-    if at < 0:
-        return None
-    end = output.find("\n", at + len(prefix))
-    if end < 0:
-        return None
-    text = output[at + len(prefix) : end]
-    code = int(text) if text.lstrip("-").isdigit() else None
-    return output[:at] + output[end + 1 :], code

@@ -393,3 +393,17 @@ def kill_recorded_groups(registry: Path) -> list[int]:
             killed.append(pid)
         path.unlink(missing_ok=True)
     return killed
+
+
+def take_mark(output: str, mark: str) -> tuple[str, int | None] | None:
+    """(`output` without the last mark line, the code it names) or None when there is none."""
+    prefix = f"\n{mark}:"
+    at = output.rfind(prefix)
+    if at < 0:
+        return None
+    end = output.find("\n", at + len(prefix))
+    if end < 0:
+        return None
+    text = output[at + len(prefix) : end]
+    code = int(text) if text.lstrip("-").isdigit() else None
+    return output[:at] + output[end + 1 :], code
