@@ -1022,3 +1022,31 @@ def test_the_pytest_launcher_puts_the_workspace_on_the_path_as_python_m_does(
     found = take_mark(proc.stdout, "m4rk")
     assert found is not None and found[1] == 0 and "m4rk" not in found[0]
     assert "1 passed" in found[0]
+
+
+def test_a_pytest_the_agent_put_on_the_tests_path_does_not_read_as_a_missing_pytest(
+    tmp_path: Path,
+) -> None:
+    """A run without a report is the workspace's failure unless the interpreter itself has no
+    pytest: the probe that asks it keeps the workspace off its path as the test run's launcher
+    does, a PYTHONPATH entry inside it (a task's `env: {PYTHONPATH: src}`) included, so a
+    src/pytest.py that raises ImportError does not make the agent's failure unscored."""
+    from bench_pipeline.formats.model import TestsSpec
+    from bench_pipeline.scorers.tests import _no_pytest
+    from bench_pipeline.workspace.process import grader_env
+
+    ws = tmp_path / "ws"
+    _write(ws / "src" / "pytest.py", "raise ImportError('No module named pytest')\n")
+    _write(ws / "pytest.py", "raise ImportError('No module named pytest')\n")
+    spec = TestsSpec(python=sys.executable, env=(("PYTHONPATH", "src"),))
+    env = grader_env(tmp_path / "home", spec.env)
+    # (the shadowing module is really what an unguarded import finds)
+    shadowed = subprocess.run(
+        [sys.executable, "-c", "import pytest"], cwd=ws, env=env, capture_output=True, text=True
+    )
+    assert shadowed.returncode != 0 and "No module named pytest" in shadowed.stderr
+    assert _no_pytest(spec, ws, env) is False
+    # an interpreter without pytest is still told apart
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    assert _no_pytest(TestsSpec(python=str(bare / "bin" / "python")), ws, env) is True

@@ -485,7 +485,7 @@ def _bench_pytest():
         except ImportError:
             pass
     sys.path[:] = [os.getcwd(), *path]
-    code = int(_pytest.config.main())
+    code = int(_pytest.config.main()) & 0xFF  # (as the process ends with it)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -498,8 +498,16 @@ def _bench_pytest():
 raise SystemExit(_bench_pytest())
 """
 # What tells a missing pytest from a test run the workspace's code ended before pytest wrote
-# its report: the same interpreter, asked on its own (nothing of the workspace on its path).
-PYTEST_PROBE = "import sys; sys.path.pop(0); import pytest"
+# its report: the same interpreter, asked on its own, with nothing of the workspace on its path
+# (as PYTEST_MAIN starts pytest: neither the working folder nor a PYTHONPATH entry inside it,
+# where a pytest.py that raises ImportError would make the agent's failure a missing pytest).
+PYTEST_PROBE = (
+    "import os, sys\n"
+    "here = os.path.realpath(os.getcwd()) + os.sep\n"
+    "sys.path[:] = [p for p in sys.path[1:]"
+    " if not (os.path.realpath(p or '.') + os.sep).startswith(here)]\n"
+    "import pytest\n"
+)
 
 
 def runner_argv(spec: TestsSpec, files: list[str], junit: Path) -> list[str]:

@@ -61,7 +61,9 @@ def _bench_launch():
     if code is None:
         code = 0
     elif isinstance(code, int):
-        code = int(code)  # (sys.exit(False), as unittest.main does: 0)
+        # (sys.exit(False), as unittest.main does: 0; and the code as the process ends with
+        # it, the low byte: sys.exit(-1) ends it with 255, which the mark must name)
+        code = int(code) & 0xFF
     else:
         print(code, file=sys.stderr)
         code = 1
