@@ -460,3 +460,64 @@ def test_a_code_the_check_did_not_declare_is_the_graders_word_only_if_it_finishe
     result, status = execute_check(check, tmp_path, ws, tmp_path)
     assert (result.exit_code, status) == (3, "failed"), result.output
     assert "the grader did not finish" in check_reason(check, result, status)
+    # The grader's own code as its process ends with it: sys.exit(-1) is exit 255, its word
+    # (a fault of the grader), not a grader the code under test ended.
+    (ws / "pkg" / "__init__.py").write_text("")
+    grader.write_text("import sys\nsys.path.insert(0, '.')\nimport pkg\nsys.exit(-1)\n")
+    result, status = execute_check(check, tmp_path, ws, tmp_path)
+    assert (result.exit_code, status) == (255, "inconclusive"), result.output
+    assert "grader fault" in check_reason(check, result, status)
+
+
+HOME_WRITER = """
+import os, pathlib
+pathlib.Path(os.environ["HOME"], "from-agent.txt").write_text("the agent was here")
+"""
+HOME_CHECK = (
+    "import os, sys; h = os.environ['HOME']; "
+    "sys.exit(0 if os.path.isfile(os.path.join(h, 'tool', 'config'))"
+    " and not os.path.exists(os.path.join(h, 'from-agent.txt')) else 1)"
+)
+
+
+def test_graders_get_the_home_prepare_left_and_nothing_the_agent_put_there(
+    factory: Path, bench_home: Path
+) -> None:
+    """What the suite's prepare installs into the trial's HOME (a `pip install --user`, a
+    tool's config) is there for the graders, in a fresh home of their own that holds nothing
+    an attempt of the agent wrote into its home."""
+    suite = factory / "benchmarks/invoices/suite.yaml"
+    prepare = json.dumps(
+        [
+            [
+                "python",
+                "-c",
+                "import os, pathlib; p = pathlib.Path(os.environ['HOME'], 'tool'); "
+                "p.mkdir(); (p / 'config').write_text('set up')",
+            ]
+        ]
+    )
+    suite.write_text(
+        suite.read_text().replace("prepare_commands: []", f"prepare_commands: {prepare}")
+    )
+    launch = _command_launch(factory, "homewriter", HOME_WRITER, [], tasks=1)
+    (task_file,) = [
+        p
+        for p in (factory / "benchmarks/invoices/tasks").glob("*.yaml")
+        if p.stem in launch.read_text()
+    ]
+    task_file.write_text(
+        task_file.read_text().replace(
+            "checks:\n",
+            "checks:\n  - id: HOME\n    description: the graders' home\n"
+            f"    command: [python, -c, {json.dumps(HOME_CHECK)}]\n",
+            1,
+        )
+    )
+    code, out, err = run_bench("run", str(launch), "--json", home=bench_home)
+    assert code == 0, err
+    (trial,) = _trials(bench_home)
+    assert trial["outcome"] == "succeeded", trial["error"]
+    (checks_file,) = (bench_home / "evidence").rglob("homewriter/rep1/checks.json")
+    home_check = next(c for c in json.loads(checks_file.read_text()) if c["id"] == "HOME")
+    assert home_check["status"] == "passed", home_check

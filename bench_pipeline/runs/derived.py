@@ -854,7 +854,8 @@ class _PairedComparison(ThreadPoolExecutor):
         return table
 
     def __exit__(self, *exc: object) -> None:
-        # (an analysis that failed before it asked for the comparison does not wait for it)
+        # (an analysis that failed before the comparison started cancels it; one already
+        # under way is waited for, as a thread cannot be stopped)
         self.shutdown(wait=True, cancel_futures=True)
 
 

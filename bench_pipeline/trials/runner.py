@@ -276,6 +276,7 @@ class _TrialState:
         self.tmp = self.private_root / "tmp"
         self.scratch = self.private_root / "scratch"
         self.grading_home = self.home  # (a fresh one for each grading: `_grade`)
+        self.prepared_home: Path | None = None  # what prepare left in the home, if anything
         self.workspace: Path | None = None
         # The trial's work area (workspace, agent home, /tmp, exchange files), removed after;
         # None when the trial needs none (see `execute`).
@@ -350,6 +351,15 @@ class _TrialState:
                 self._prepare()
             if self.outcome != OUTCOME_SUCCEEDED:
                 return
+            if any(self.home.iterdir()):
+                # The home as prepare left it (a `pip install --user`, a tool's config), before
+                # any agent ran: each grading's fresh home starts as this copy, so graders see
+                # what prepare set up and nothing an attempt put there.
+                self.prepared_home = self.private_root / "prepared-home"
+                try:
+                    shutil.copytree(self.home, self.prepared_home, symlinks=True)
+                except OSError as exc:
+                    raise WorkspaceError(f"cannot keep the home prepare left: {exc}") from None
             if task.tests is not None:  # (what pytest reads besides the tests, before the agent)
                 reference = self.inputs_dir / (task.reference_patch or "")
                 self.plumbing = repo_tests.Plumbing.snapshot(
@@ -523,6 +533,13 @@ class _TrialState:
         # A home and /tmp of the grading's own, fresh each time: the agent's persist across its
         # attempts, and code under test copied the hidden tests into them.
         self.grading_home = _fresh_folder(self.private_root / "grading-home")
+        if self.prepared_home is not None:
+            try:
+                shutil.copytree(
+                    self.prepared_home, self.grading_home, symlinks=True, dirs_exist_ok=True
+                )
+            except OSError as exc:
+                raise WorkspaceError(f"cannot give the graders prepare's home: {exc}") from None
         grading_tmp = _fresh_folder(self.private_root / "grading-tmp")
         graders = (
             self.isolation.for_graders(
