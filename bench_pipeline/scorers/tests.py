@@ -467,6 +467,12 @@ def _essential(text: str) -> str:
 # pytest's own exit code is printed after a mark (random per run, read from stdin first): a
 # process the code under test ended with another code (`os._exit(3)` in an atexit hook, which
 # alone reads as pytest's internal error, a grader fault) is told apart.
+# Nothing of the workspace (the working folder `here`) on sys.path: one rule for the test run's
+# launcher and the probe, which must not see a module there that the launcher would not.
+_OFF_WORKSPACE = (
+    "sys.path[:] = [p for p in sys.path[1:]"
+    " if not (os.path.realpath(p or '.') + os.sep).startswith(here)]"
+)
 PYTEST_MAIN = r"""
 def _bench_pytest():
     import importlib, os, sys
@@ -475,7 +481,7 @@ def _bench_pytest():
     path = sys.path[1:]
     # (nothing of the workspace while pytest starts: not the working folder, which -c put
     # first, nor a PYTHONPATH entry inside it, such as a task's `env: {PYTHONPATH: src}`)
-    sys.path[:] = [p for p in path if not (os.path.realpath(p or ".") + os.sep).startswith(here)]
+    @OFF_WORKSPACE@
     import pytest, _pytest.config
     plugins = ["_pytest." + name for name in getattr(_pytest.config, "default_plugins", ())]
     # (and what pytest imports later by itself, read off a run: its debugger, a TOML reader)
@@ -496,16 +502,13 @@ def _bench_pytest():
 
 
 raise SystemExit(_bench_pytest())
-"""
+""".replace("@OFF_WORKSPACE@", _OFF_WORKSPACE)
 # What tells a missing pytest from a test run the workspace's code ended before pytest wrote
 # its report: the same interpreter, asked on its own, with nothing of the workspace on its path
 # (as PYTEST_MAIN starts pytest: neither the working folder nor a PYTHONPATH entry inside it,
 # where a pytest.py that raises ImportError would make the agent's failure a missing pytest).
 PYTEST_PROBE = (
-    "import os, sys\n"
-    "here = os.path.realpath(os.getcwd()) + os.sep\n"
-    "sys.path[:] = [p for p in sys.path[1:]"
-    " if not (os.path.realpath(p or '.') + os.sep).startswith(here)]\n"
+    f"import os, sys\nhere = os.path.realpath(os.getcwd()) + os.sep\n{_OFF_WORKSPACE}\n"
     "import pytest\n"
 )
 
